@@ -1,0 +1,392 @@
+/*
+ * cfg.c — table-driven configuration: defaults, INI loading (libinih),
+ * validation, reload rules and generated documentation.
+ */
+#include "config/cfg.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <inttypes.h>
+#include <mongoc/mongoc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define OFF(field) offsetof(struct cfg, field)
+#define MB         (1024LL * 1024LL)
+
+/* The table. Order is the order of the example file. */
+static const struct cfg_key keys[] = {
+	{"listen_addr", CFG_STRING, OFF(listen_addr), "127.0.0.1", 0, 0, false, "network",
+	 "TCP address to listen on for clients. Loopback by default: the backend credentials "
+	 "give every admitted client the proxy's rights. Empty disables TCP."},
+	{"listen_port", CFG_INT, OFF(listen_port), "27018", 0, 65535, false, "network",
+	 "TCP port to listen on (0 picks a free port, logged at startup)."},
+	{"unix_socket", CFG_STRING, OFF(unix_socket), "", 0, 0, false, "network",
+	 "Path of a unix socket to listen on as well (empty: none)."},
+	{"metrics_listen", CFG_STRING, OFF(metrics_listen), "", 0, 0, false, "network",
+	 "host:port for the Prometheus text endpoint (/metrics). Empty: off."},
+
+	{"backend_uri", CFG_STRING, OFF(backend_uri), "mongodb://127.0.0.1:27017/", 0, 0, false,
+	 "backend",
+	 "The MongoDB deployment behind the proxy, as a mongodb:// URI (parsed by libmongoc). "
+	 "With several hosts the proxy uses the one that reports itself writable."},
+	{"pool_size", CFG_INT, OFF(pool_size), "16", 1, 100000, true, "backend",
+	 "Maximum backend connections per backend server. Requests beyond it wait "
+	 "(see max_queue, queue_timeout_ms)."},
+	{"min_pool_size", CFG_INT, OFF(min_pool_size), "0", 0, 100000, true, "backend",
+	 "Backend connections kept open even when idle."},
+	{"connect_timeout_ms", CFG_INT, OFF(connect_timeout_ms), "5000", 1, 600000, true,
+	 "backend", "Time allowed to connect to a backend and complete its handshake."},
+	{"server_idle_timeout_ms", CFG_INT, OFF(server_idle_timeout_ms), "600000", 0,
+	 INT64_C(86400000), true, "backend",
+	 "Idle backend connections above min_pool_size are closed after this long (0: never)."},
+	{"reconnect_backoff_max_ms", CFG_INT, OFF(reconnect_backoff_max_ms), "5000", 10, 600000,
+	 true, "backend",
+	 "After a failed connect the pool waits 100 ms, doubling up to this, before the next "
+	 "attempt; requests meanwhile get HostUnreachable if no connection is alive."},
+
+	{"batching", CFG_BOOL, OFF(batching), "on", 0, 0, true, "batching",
+	 "Coalesce concurrent find-by-_id lookups into one {_id: {$in: [...]}} query."},
+	{"batch_max_ids", CFG_INT, OFF(batch_max_ids), "1000", 1, 100000, true, "batching",
+	 "Most distinct _id values in one merged query."},
+	{"batch_max_wait_us", CFG_INT, OFF(batch_max_wait_us), "0", 0, 1000000, true, "batching",
+	 "If set, a lookup waits at most this long for others to join its batch even when a "
+	 "backend connection is free. 0: never wait (batches form only under load)."},
+
+	{"max_client_conn", CFG_INT, OFF(max_client_conn), "10000", 1, 1000000, true, "admission",
+	 "Client connections beyond this are answered with an error on their first request "
+	 "and closed."},
+	{"max_inflight_per_client", CFG_INT, OFF(max_inflight_per_client), "16", 1, 100000, true,
+	 "admission",
+	 "Requests one client may have parsed and waiting at once (pipelining). At the limit "
+	 "the proxy stops reading that client's socket."},
+	{"max_queue", CFG_INT, OFF(max_queue), "10000", 1, 10000000, true, "admission",
+	 "Requests waiting for a backend connection, over all clients. Beyond it requests get "
+	 "a retryable overload error."},
+	{"max_client_buffer_bytes", CFG_INT, OFF(max_client_buffer_bytes), "16777216", 65536,
+	 1024 * MB, true, "admission",
+	 "Bytes buffered per client in each direction before the proxy stops reading it "
+	 "(a single message may exceed it, up to the 48 MB wire limit)."},
+	{"queue_timeout_ms", CFG_INT, OFF(queue_timeout_ms), "30000", 0, INT64_C(86400000), true,
+	 "admission", "A request waiting longer than this for a backend connection gets a "
+		      "retryable overload error (0: no limit)."},
+	{"query_timeout_ms", CFG_INT, OFF(query_timeout_ms), "0", 0, INT64_C(86400000), true,
+	 "admission",
+	 "A backend exchange running longer than this is abandoned: the request gets an error "
+	 "and the backend connection is closed and replaced (0: no limit)."},
+	{"client_idle_timeout_ms", CFG_INT, OFF(client_idle_timeout_ms), "0", 0,
+	 INT64_C(86400000), true, "admission",
+	 "Close client connections idle for this long (0: never)."},
+	{"client_read_timeout_ms", CFG_INT, OFF(client_read_timeout_ms), "30000", 100,
+	 INT64_C(86400000), true, "admission",
+	 "A client that sent part of a message must send the rest within this time, or is "
+	 "disconnected."},
+
+	{"shutdown_timeout_ms", CFG_INT, OFF(shutdown_timeout_ms), "30000", 0, INT64_C(3600000),
+	 true, "lifecycle",
+	 "On SIGTERM, in-flight requests get this long to finish before the proxy exits."},
+	{"log_level", CFG_LOGLEVEL, OFF(log_level), "info", 0, 0, true, "lifecycle",
+	 "error, warning, info or debug."},
+};
+
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+const struct cfg_key *cfg_keys(size_t *count)
+{
+	*count = NKEYS;
+	return keys;
+}
+
+static const struct cfg_key *find_key(const char *name)
+{
+	for (size_t i = 0; i < NKEYS; i++)
+		if (strcmp(keys[i].name, name) == 0)
+			return &keys[i];
+	return NULL;
+}
+
+static bool parse_bool(const char *v, bool *out)
+{
+	static const char *const yes[] = {"on", "true", "yes", "1"};
+	static const char *const no[] = {"off", "false", "no", "0"};
+
+	for (size_t i = 0; i < 4; i++) {
+		if (strcasecmp(v, yes[i]) == 0) {
+			*out = true;
+			return true;
+		}
+		if (strcasecmp(v, no[i]) == 0) {
+			*out = false;
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool parse_int(const struct cfg_key *k, const char *v, int64_t *out, char *err,
+		      size_t errlen)
+{
+	char *end;
+	long long n;
+
+	errno = 0;
+	n = strtoll(v, &end, 10);
+	if (errno != 0 || end == v || *end != '\0') {
+		snprintf(err, errlen, "%s: \"%s\" is not an integer", k->name, v);
+		return false;
+	}
+	if (n < k->min || n > k->max) {
+		snprintf(err, errlen, "%s: %lld is out of range [%" PRId64 ", %" PRId64 "]",
+			 k->name, n, k->min, k->max);
+		return false;
+	}
+	*out = n;
+	return true;
+}
+
+bool cfg_set(struct cfg *c, const char *name, const char *value, char *err, size_t errlen)
+{
+	const struct cfg_key *k = find_key(name);
+	void *field;
+
+	if (k == NULL) {
+		snprintf(err, errlen, "unknown setting \"%s\"", name);
+		return false;
+	}
+	field = (char *)c + k->offset;
+	switch (k->type) {
+	case CFG_STRING:
+		free(*(char **)field);
+		*(char **)field = strdup(value);
+		return true;
+	case CFG_INT:
+		return parse_int(k, value, (int64_t *)field, err, errlen);
+	case CFG_BOOL:
+		if (parse_bool(value, (bool *)field))
+			return true;
+		snprintf(err, errlen, "%s: \"%s\" is not on/off", name, value);
+		return false;
+	case CFG_LOGLEVEL:
+		if (log_parse_level(value, (enum log_level *)field))
+			return true;
+		snprintf(err, errlen, "%s: \"%s\" is not error/warning/info/debug", name, value);
+		return false;
+	}
+	return false;
+}
+
+void cfg_defaults(struct cfg *c)
+{
+	char err[CFG_ERR_LEN];
+
+	memset(c, 0, sizeof(*c));
+	for (size_t i = 0; i < NKEYS; i++)
+		if (!cfg_set(c, keys[i].name, keys[i].def, err, sizeof(err)))
+			fatal("bad built-in default: %s", err);
+}
+
+/* inih callback state: the first error wins, with its line number. */
+struct load_ctx {
+	struct cfg *c;
+	char err[CFG_ERR_LEN];
+	bool failed;
+};
+
+static int on_ini_line(void *user, const char *section, const char *name, const char *value)
+{
+	struct load_ctx *ctx = user;
+	char err[CFG_ERR_LEN];
+
+	if (ctx->failed)
+		return 0;
+	if (strcmp(section, "mongoplex") != 0) {
+		snprintf(ctx->err, sizeof(ctx->err), "setting \"%s\" outside the [mongoplex] section",
+			 name);
+		ctx->failed = true;
+		return 0;
+	}
+	if (!cfg_set(ctx->c, name, value, err, sizeof(err))) {
+		snprintf(ctx->err, sizeof(ctx->err), "%s", err);
+		ctx->failed = true;
+		return 0;
+	}
+	return 1;
+}
+
+bool cfg_load(const char *path, struct cfg *c, char *err, size_t errlen)
+{
+	struct load_ctx ctx = {.c = c};
+	int rc;
+
+	cfg_defaults(c);
+	rc = ini_parse(path, on_ini_line, &ctx);
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: cannot read: %s", path, rc == -1 ? strerror(errno) : "out of memory");
+		return false;
+	}
+	if (rc > 0) {
+		snprintf(err, errlen, "%s:%d: %s", path, rc,
+			 ctx.failed ? ctx.err : "syntax error (expected key = value or [section])");
+		return false;
+	}
+	if (!cfg_validate(c, err, errlen))
+		return false;
+	return true;
+}
+
+static bool validate_hostport(const char *name, const char *v, char *err, size_t errlen)
+{
+	const char *colon = strrchr(v, ':');
+	char *end;
+	long port;
+
+	if (v[0] == '\0')
+		return true;
+	if (colon == NULL || colon == v) {
+		snprintf(err, errlen, "%s: \"%s\" is not host:port", name, v);
+		return false;
+	}
+	port = strtol(colon + 1, &end, 10);
+	if (*end != '\0' || port < 0 || port > 65535) {
+		snprintf(err, errlen, "%s: bad port in \"%s\"", name, v);
+		return false;
+	}
+	return true;
+}
+
+bool cfg_validate(const struct cfg *c, char *err, size_t errlen)
+{
+	bson_error_t berr;
+	mongoc_uri_t *uri;
+
+	if (c->min_pool_size > c->pool_size) {
+		snprintf(err, errlen, "min_pool_size (%" PRId64 ") exceeds pool_size (%" PRId64 ")",
+			 c->min_pool_size, c->pool_size);
+		return false;
+	}
+	if (c->listen_addr[0] == '\0' && c->unix_socket[0] == '\0') {
+		snprintf(err, errlen, "neither listen_addr nor unix_socket is set: nothing to listen on");
+		return false;
+	}
+	if (!validate_hostport("metrics_listen", c->metrics_listen, err, errlen))
+		return false;
+	uri = mongoc_uri_new_with_error(c->backend_uri, &berr);
+	if (uri == NULL) {
+		snprintf(err, errlen, "backend_uri: %s", berr.message);
+		return false;
+	}
+	mongoc_uri_destroy(uri);
+	return true;
+}
+
+void cfg_keep_static(const struct cfg *old, struct cfg *next)
+{
+	char a[256], b[256];
+
+	for (size_t i = 0; i < NKEYS; i++) {
+		const struct cfg_key *k = &keys[i];
+
+		if (k->reloadable)
+			continue;
+		cfg_format_value(old, k, a, sizeof(a));
+		cfg_format_value(next, k, b, sizeof(b));
+		if (strcmp(a, b) == 0)
+			continue;
+		log_warning("reload: %s cannot change at runtime (restart needed); keeping \"%s\", "
+			    "ignoring \"%s\"",
+			    k->name, a, b);
+		if (!cfg_set(next, k->name, a, b, sizeof(b)))
+			fatal("reload: cannot restore %s: %s", k->name, b);
+	}
+}
+
+void cfg_format_value(const struct cfg *c, const struct cfg_key *k, char *buf, size_t len)
+{
+	const void *field = (const char *)c + k->offset;
+
+	switch (k->type) {
+	case CFG_STRING:
+		snprintf(buf, len, "%s", *(char *const *)field);
+		break;
+	case CFG_INT:
+		snprintf(buf, len, "%" PRId64, *(const int64_t *)field);
+		break;
+	case CFG_BOOL:
+		snprintf(buf, len, "%s", *(const bool *)field ? "on" : "off");
+		break;
+	case CFG_LOGLEVEL:
+		snprintf(buf, len, "%s", log_level_name(*(const enum log_level *)field));
+		break;
+	}
+}
+
+/* Write `text` as comment lines of at most ~76 columns. */
+static void write_wrapped(FILE *out, const char *prefix, const char *text)
+{
+	const char *p = text;
+
+	while (*p) {
+		size_t n = strlen(p), cut = n;
+
+		if (n > 74) {
+			cut = 74;
+			while (cut > 0 && p[cut] != ' ')
+				cut--;
+			if (cut == 0)
+				cut = 74;
+		}
+		fprintf(out, "%s%.*s\n", prefix, (int)cut, p);
+		p += cut;
+		while (*p == ' ')
+			p++;
+	}
+}
+
+void cfg_write_example(FILE *out)
+{
+	const char *section = "";
+
+	fprintf(out, "; mongoplex configuration file.\n"
+		     "; Generated from the settings table (mongoplex --write-example-config);\n"
+		     "; every setting is shown with its default. Settings marked [reload] take\n"
+		     "; effect on SIGHUP; the others need a restart.\n\n[mongoplex]\n");
+	for (size_t i = 0; i < NKEYS; i++) {
+		const struct cfg_key *k = &keys[i];
+
+		if (strcmp(section, k->section) != 0) {
+			section = k->section;
+			fprintf(out, "\n;;; %s\n", section);
+		}
+		fprintf(out, "\n");
+		write_wrapped(out, "; ", k->help);
+		if (k->type == CFG_INT)
+			fprintf(out, "; range %" PRId64 "..%" PRId64 "%s\n", k->min, k->max,
+				k->reloadable ? " [reload]" : "");
+		else if (k->reloadable)
+			fprintf(out, "; [reload]\n");
+		fprintf(out, "%s = %s\n", k->name, k->def);
+	}
+}
+
+void cfg_write_help(FILE *out)
+{
+	for (size_t i = 0; i < NKEYS; i++) {
+		const struct cfg_key *k = &keys[i];
+
+		fprintf(out, "%s (default: %s%s)\n", k->name, k->def[0] ? k->def : "\"\"",
+			k->reloadable ? ", reloadable" : "");
+		write_wrapped(out, "    ", k->help);
+	}
+}
+
+void cfg_free(struct cfg *c)
+{
+	for (size_t i = 0; i < NKEYS; i++)
+		if (keys[i].type == CFG_STRING) {
+			char **p = (char **)((char *)c + keys[i].offset);
+
+			free(*p);
+			*p = NULL;
+		}
+}

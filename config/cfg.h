@@ -1,0 +1,101 @@
+/*
+ * cfg.h — the configuration table, loader and validation.
+ *
+ * Every setting is one row of a table (name, type, offset, default, bounds,
+ * reloadable, help). The same table drives the INI loader, the defaults,
+ * `--help-config`, the annotated example file and the man page section, so
+ * documentation cannot drift from the code. Loading always fills a fresh
+ * struct; the caller swaps it in only once it validated (reload keeps the old
+ * config on any error).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "proxy/log.h"
+
+/* All settings. Strings are heap-owned (cfg_free releases them). */
+struct cfg {
+	/* network */
+	char *listen_addr;
+	int64_t listen_port;
+	char *unix_socket;
+	char *metrics_listen;
+	/* backend */
+	char *backend_uri;
+	int64_t pool_size;
+	int64_t min_pool_size;
+	int64_t connect_timeout_ms;
+	int64_t server_idle_timeout_ms;
+	int64_t reconnect_backoff_max_ms;
+	/* batching */
+	bool batching;
+	int64_t batch_max_ids;
+	int64_t batch_max_wait_us;
+	/* admission control */
+	int64_t max_client_conn;
+	int64_t max_inflight_per_client;
+	int64_t max_queue;
+	int64_t max_client_buffer_bytes;
+	int64_t queue_timeout_ms;
+	int64_t query_timeout_ms;
+	int64_t client_idle_timeout_ms;
+	int64_t client_read_timeout_ms;
+	/* lifecycle */
+	int64_t shutdown_timeout_ms;
+	enum log_level log_level;
+};
+
+enum cfg_type {
+	CFG_STRING,
+	CFG_INT,
+	CFG_BOOL,
+	CFG_LOGLEVEL,
+};
+
+/* One row of the table. */
+struct cfg_key {
+	const char *name;
+	enum cfg_type type;
+	size_t offset;
+	const char *def; /* default, as it would be written in the file */
+	int64_t min, max; /* CFG_INT bounds, inclusive */
+	bool reloadable;
+	const char *section; /* heading in the example file */
+	const char *help;
+};
+
+#define CFG_ERR_LEN 512
+
+const struct cfg_key *cfg_keys(size_t *count);
+
+/* Fill `c` with the defaults. */
+void cfg_defaults(struct cfg *c);
+
+/* Load `path` into `c` (defaults first, then the file), then validate.
+ * On failure `err` holds "path:line: message". */
+bool cfg_load(const char *path, struct cfg *c, char *err, size_t errlen)
+	__attribute__((warn_unused_result));
+
+/* Parse one setting from its text form; used by the loader and for defaults. */
+bool cfg_set(struct cfg *c, const char *name, const char *value, char *err, size_t errlen)
+	__attribute__((warn_unused_result));
+
+/* Cross-field checks (min <= max, URI parses, ...). */
+bool cfg_validate(const struct cfg *c, char *err, size_t errlen) __attribute__((warn_unused_result));
+
+/* Reload: copy into `next` the old values of keys that cannot change at
+ * runtime, logging each one that the new file tried to change. */
+void cfg_keep_static(const struct cfg *old, struct cfg *next);
+
+/* The annotated example file and `--help-config` text, from the table. */
+void cfg_write_example(FILE *out);
+void cfg_write_help(FILE *out);
+
+/* Render one setting's current value as text (for the admin command). */
+void cfg_format_value(const struct cfg *c, const struct cfg_key *k, char *buf, size_t len);
+
+void cfg_free(struct cfg *c);

@@ -1,0 +1,64 @@
+/*
+ * janitor.c — a 100 ms timer for everything time-based (client and server
+ * timeouts, queue timeouts, pool minimums, idle reaping), and an event that
+ * frees closed objects outside of any connection's callback.
+ */
+#include "pool/janitor.h"
+
+#include <event2/event.h>
+
+#include "pool/pool.h"
+#include "pool/server.h"
+#include "proxy/client.h"
+#include "proxy/proxy.h"
+
+static struct event *tick_ev;
+static struct event *free_ev;
+
+static void free_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	client_free_deferred();
+	server_free_deferred();
+}
+
+static void tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	uint64_t now = proxy_tick();
+
+	(void)fd;
+	(void)what;
+	(void)arg;
+	client_janitor(now);
+	pool_janitor(now);
+}
+
+void janitor_start(void)
+{
+	struct timeval tv = {0, JANITOR_INTERVAL_MS * 1000};
+
+	tick_ev = event_new(g.base, -1, EV_PERSIST, tick_cb, NULL);
+	free_ev = event_new(g.base, -1, 0, free_cb, NULL);
+	event_add(tick_ev, &tv);
+}
+
+void janitor_stop(void)
+{
+	if (tick_ev != NULL) {
+		event_free(tick_ev);
+		tick_ev = NULL;
+	}
+	if (free_ev != NULL) {
+		free_cb(-1, 0, NULL);
+		event_free(free_ev);
+		free_ev = NULL;
+	}
+}
+
+void janitor_schedule_free(void)
+{
+	if (free_ev != NULL)
+		event_active(free_ev, EV_TIMEOUT, 0);
+}

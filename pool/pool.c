@@ -1,0 +1,454 @@
+/*
+ * pool.c — backend connection pools, the fair wait queue and the choice of
+ * the target server.
+ *
+ * Fair queuing: a request gets round max(pool->round, client->last_round)+1
+ * and is inserted after every request of a lower or equal round. Each client
+ * therefore has at most one request per round and a client that pipelines
+ * or floods only delays itself: service is round-robin across clients.
+ */
+#include "pool/pool.h"
+
+#include <netdb.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+
+#include <mongoc/mongoc.h>
+
+#include "pool/batch.h"
+#include "proxy/client.h"
+#include "proxy/proxy.h"
+#include "proxy/stats.h"
+
+static struct pool *pools;
+static int npools;
+static int target;
+static int total_waiting;
+
+static const char *const overload_labels[] = {"SystemOverloadedError", "RetryableError", NULL};
+
+#define OVERLOAD_CODE     462
+#define OVERLOAD_CODENAME "IngressRequestRateLimitExceeded"
+
+const char *pool_name(const struct pool *p)
+{
+	return p->name;
+}
+
+int pool_count(void)
+{
+	return npools;
+}
+
+struct pool *pool_at(int i)
+{
+	return &pools[i];
+}
+
+struct pool *pool_target(void)
+{
+	return &pools[target];
+}
+
+int pool_total_waiting(void)
+{
+	return total_waiting;
+}
+
+int pool_live(const struct pool *p)
+{
+	return p->n_connecting + p->n_idle + p->n_active;
+}
+
+static bool resolve(struct pool *p, const mongoc_host_list_t *h, char *err, size_t errlen)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+	char port[8];
+	int rc;
+
+	if (h->family == AF_UNIX) {
+		struct sockaddr_un *un = (struct sockaddr_un *)&p->addr;
+
+		un->sun_family = AF_UNIX;
+		snprintf(un->sun_path, sizeof(un->sun_path), "%s", h->host);
+		p->addrlen = sizeof(*un);
+		return true;
+	}
+	snprintf(port, sizeof(port), "%u", h->port);
+	rc = getaddrinfo(h->host, port, &hints, &res);
+	if (rc != 0) {
+		snprintf(err, errlen, "backend_uri: cannot resolve %s: %s", h->host, gai_strerror(rc));
+		return false;
+	}
+	memcpy(&p->addr, res->ai_addr, res->ai_addrlen);
+	p->addrlen = res->ai_addrlen;
+	freeaddrinfo(res);
+	return true;
+}
+
+static bool check_uri_support(const mongoc_uri_t *uri, char *err, size_t errlen)
+{
+	if (mongoc_uri_get_username(uri) != NULL) {
+		snprintf(err, errlen, "backend_uri: backend authentication not supported yet "
+				      "(remove the credentials, or put the proxy in front of a backend "
+				      "that does not require them)");
+		return false;
+	}
+	if (mongoc_uri_get_tls(uri)) {
+		snprintf(err, errlen, "backend_uri: TLS to the backend is not supported yet");
+		return false;
+	}
+	return true;
+}
+
+bool pool_init_all(const char *uri_str, char *err, size_t errlen)
+{
+	bson_error_t berr;
+	mongoc_uri_t *uri = mongoc_uri_new_with_error(uri_str, &berr);
+	const mongoc_host_list_t *h;
+	bool ok = false;
+	int n = 0;
+
+	if (uri == NULL) {
+		snprintf(err, errlen, "backend_uri: %s", berr.message);
+		return false;
+	}
+	if (!check_uri_support(uri, err, errlen))
+		goto out;
+	for (h = mongoc_uri_get_hosts(uri); h != NULL; h = h->next)
+		n++;
+	pools = calloc((size_t)n, sizeof(*pools));
+	for (h = mongoc_uri_get_hosts(uri); h != NULL; h = h->next) {
+		struct pool *p = &pools[npools];
+
+		snprintf(p->name, sizeof(p->name), "%s", h->host_and_port);
+		snprintf(p->host, sizeof(p->host), "%s", h->host);
+		p->port = h->port;
+		TAILQ_INIT(&p->connecting);
+		TAILQ_INIT(&p->idle);
+		TAILQ_INIT(&p->active);
+		TAILQ_INIT(&p->waiting);
+		TAILQ_INIT(&p->hello_waiters);
+		p->usable = true;
+		p->backoff_ms = 100;
+		if (!resolve(p, h, err, errlen))
+			goto out;
+		npools++;
+	}
+	ok = npools > 0;
+	if (!ok)
+		snprintf(err, errlen, "backend_uri: no hosts");
+out:
+	mongoc_uri_destroy(uri);
+	return ok;
+}
+
+void pool_shutdown_all(void)
+{
+	for (int i = 0; i < npools; i++) {
+		struct pool *p = &pools[i];
+		struct server *s;
+
+		while ((s = TAILQ_FIRST(&p->idle)) != NULL)
+			server_close(s, 91, "ShutdownInProgress", "shutting down");
+		while ((s = TAILQ_FIRST(&p->active)) != NULL)
+			server_close(s, 91, "ShutdownInProgress", "shutting down");
+		while ((s = TAILQ_FIRST(&p->connecting)) != NULL)
+			server_close(s, 91, "ShutdownInProgress", "shutting down");
+	}
+}
+
+static bool may_connect(const struct pool *p)
+{
+	return pool_live(p) < g.cfg.pool_size && g.now_usec >= p->next_connect_usec;
+}
+
+/* Open connections for waiting requests that no connecting server covers. */
+static void connect_for_waiters(struct pool *p)
+{
+	int want = p->n_waiting;
+
+	if (want == 0 && !TAILQ_EMPTY(&p->hello_waiters) && pool_live(p) == 0)
+		want = 1;
+	while (want > p->n_connecting && may_connect(p))
+		if (!server_connect(p))
+			return;
+}
+
+static void enqueue(struct pool *p, struct request *req)
+{
+	uint64_t r = p->round;
+	struct request *after;
+
+	if (req->client != NULL && req->client->last_round > r)
+		r = req->client->last_round;
+	req->round = r + 1;
+	if (req->client != NULL)
+		req->client->last_round = req->round;
+	after = TAILQ_LAST(&p->waiting, request_list);
+	while (after != NULL && after->round > req->round)
+		after = TAILQ_PREV(after, request_list, queue_link);
+	if (after == NULL)
+		TAILQ_INSERT_HEAD(&p->waiting, req, queue_link);
+	else
+		TAILQ_INSERT_AFTER(&p->waiting, after, req, queue_link);
+	req->queued = true;
+	req->pool = p;
+	req->enqueued_usec = g.now_usec;
+	p->n_waiting++;
+	total_waiting++;
+}
+
+void pool_unqueue(struct request *req)
+{
+	struct pool *p = req->pool;
+
+	if (!req->queued)
+		return;
+	if (req->kind == REQ_HELLO) {
+		TAILQ_REMOVE(&p->hello_waiters, req, queue_link);
+	} else {
+		TAILQ_REMOVE(&p->waiting, req, queue_link);
+		p->n_waiting--;
+		total_waiting--;
+	}
+	req->queued = false;
+}
+
+static void dispatch(struct server *s, struct request *req)
+{
+	struct pool *p = s->pool;
+
+	if (req->queued) {
+		pool_unqueue(req);
+		hist_observe(&hist_queue_wait_ms, (double)(g.now_usec - req->enqueued_usec) / 1000.0);
+		if (req->round > p->round)
+			p->round = req->round;
+	}
+	p->requests_dispatched++;
+	if (req->kind == REQ_BATCH)
+		batch_seal(req);
+	server_start(s, req);
+}
+
+static void refuse_overload(struct request *req, const char *msg)
+{
+	request_fail(req, OVERLOAD_CODE, OVERLOAD_CODENAME, msg, overload_labels);
+}
+
+/* The backend of `p` cannot be reached: `req` fails with HostUnreachable. */
+static void fail_unreachable(struct pool *p, struct request *req, const char *why)
+{
+	char msg[600];
+
+	snprintf(msg, sizeof(msg), "cannot reach backend %s: %s", p->name, why);
+	if (req->kind == REQ_BATCH)
+		batch_server_failed(req, 6, "HostUnreachable", msg);
+	else
+		request_fail_network(req, 6, "HostUnreachable", msg);
+}
+
+void pool_submit(struct request *req)
+{
+	struct pool *p = pool_target();
+	struct server *s = TAILQ_FIRST(&p->idle);
+	char msg[200];
+
+	req->pool = p;
+	if (s != NULL) {
+		dispatch(s, req);
+		return;
+	}
+	if (total_waiting >= g.cfg.max_queue) {
+		STAT_INC(refused_queue_full);
+		snprintf(msg, sizeof(msg),
+			 "mongoplex: too many requests waiting for a backend connection "
+			 "(max_queue = %" PRId64 "); retry later",
+			 g.cfg.max_queue);
+		refuse_overload(req, msg);
+		return;
+	}
+	if (pool_live(p) == 0 && g.now_usec < p->next_connect_usec) {
+		fail_unreachable(p, req, p->last_error);
+		return;
+	}
+	enqueue(p, req);
+	connect_for_waiters(p);
+}
+
+void pool_wait_hello(struct request *req)
+{
+	struct pool *p = pool_target();
+
+	req->kind = REQ_HELLO;
+	req->pool = p;
+	if (pool_live(p) == 0 && g.now_usec < p->next_connect_usec) {
+		fail_unreachable(p, req, p->last_error);
+		return;
+	}
+	TAILQ_INSERT_TAIL(&p->hello_waiters, req, queue_link);
+	req->queued = true;
+	connect_for_waiters(p);
+}
+
+/* Fail everything waiting on `p` (its backend cannot be reached). */
+static void fail_waiters(struct pool *p, const char *why)
+{
+	struct request *req;
+
+	while ((req = TAILQ_FIRST(&p->hello_waiters)) != NULL) {
+		pool_unqueue(req);
+		fail_unreachable(p, req, why);
+	}
+	while ((req = TAILQ_FIRST(&p->waiting)) != NULL) {
+		pool_unqueue(req);
+		fail_unreachable(p, req, why);
+	}
+}
+
+void pool_connect_failed(struct pool *p, const char *why)
+{
+	p->connects_failed++;
+	STAT_INC(backend_connect_failures);
+	snprintf(p->last_error, sizeof(p->last_error), "%s", why);
+	p->next_connect_usec = g.now_usec + (uint64_t)p->backoff_ms * 1000;
+	p->backoff_ms *= 2;
+	if (p->backoff_ms > g.cfg.reconnect_backoff_max_ms)
+		p->backoff_ms = g.cfg.reconnect_backoff_max_ms;
+	if (pool_live(p) == 0)
+		fail_waiters(p, why);
+}
+
+/* Try the next seed host when the current one is not writable. */
+static void advance_target(void)
+{
+	if (npools > 1) {
+		target = (target + 1) % npools;
+		log_warning("switching backend target to %s", pools[target].name);
+	}
+}
+
+void pool_server_ready(struct server *s, const struct backend_info *bi)
+{
+	struct pool *p = s->pool;
+	struct request *req;
+
+	p->info = *bi;
+	p->connects_ok++;
+	p->backoff_ms = 100;
+	p->next_connect_usec = 0;
+	if (bi->kind == BACKEND_RS_OTHER) {
+		p->usable = false;
+		server_close(s, 6, "HostUnreachable", "backend is not a writable primary");
+		if (p == pool_target())
+			advance_target();
+		return;
+	}
+	p->usable = true;
+	while ((req = TAILQ_FIRST(&p->hello_waiters)) != NULL) {
+		pool_unqueue(req);
+		client_answer_hello(req, &p->info);
+	}
+	pool_server_idle(s);
+}
+
+void pool_server_idle(struct server *s)
+{
+	struct pool *p = s->pool;
+	struct request *req = TAILQ_FIRST(&p->waiting);
+
+	if (s->state == SV_JUSTFREE)
+		return;
+	if (pool_live(p) > g.cfg.pool_size && req == NULL) {
+		server_close(s, 6, "HostUnreachable", "pool shrank (pool_size = %" PRId64 ")",
+			     g.cfg.pool_size);
+		return;
+	}
+	if (req != NULL) {
+		dispatch(s, req);
+		return;
+	}
+	server_set_state(s, SV_IDLE);
+	s->idle_since_usec = g.now_usec;
+}
+
+void pool_server_gone(struct pool *p)
+{
+	connect_for_waiters(p);
+}
+
+static void expire_waiting(struct pool *p, uint64_t now)
+{
+	uint64_t limit = (uint64_t)g.cfg.queue_timeout_ms * 1000;
+	struct request *req, *tmp;
+	char msg[200];
+
+	if (limit == 0)
+		return;
+	TAILQ_FOREACH_SAFE(req, &p->waiting, queue_link, tmp)
+	{
+		if (now - req->enqueued_usec <= limit)
+			continue;
+		pool_unqueue(req);
+		STAT_INC(refused_queue_timeout);
+		if (req->kind == REQ_BATCH) {
+			batch_expired(req);
+			continue;
+		}
+		snprintf(msg, sizeof(msg),
+			 "mongoplex: request waited more than queue_timeout_ms = %" PRId64
+			 " ms for a backend connection; retry later",
+			 g.cfg.queue_timeout_ms);
+		refuse_overload(req, msg);
+	}
+}
+
+static void expire_servers(struct pool *p, uint64_t now)
+{
+	uint64_t connect_limit = (uint64_t)g.cfg.connect_timeout_ms * 1000;
+	uint64_t query_limit = (uint64_t)g.cfg.query_timeout_ms * 1000;
+	uint64_t idle_limit = (uint64_t)g.cfg.server_idle_timeout_ms * 1000;
+	struct server *s, *tmp;
+
+	TAILQ_FOREACH_SAFE(s, &p->connecting, link, tmp)
+	if (now - s->created_usec > connect_limit)
+		server_close(s, 89, "NetworkTimeout", "connect/handshake timed out after %" PRId64 " ms",
+			     g.cfg.connect_timeout_ms);
+	if (query_limit)
+		TAILQ_FOREACH_SAFE(s, &p->active, link, tmp)
+	if (now - s->exchange_started_usec > query_limit) {
+		STAT_INC(query_timeouts);
+		server_close(s, 89, "NetworkTimeout",
+			     "backend did not answer within query_timeout_ms = %" PRId64 " ms",
+			     g.cfg.query_timeout_ms);
+	}
+	TAILQ_FOREACH_SAFE(s, &p->idle, link, tmp)
+	{
+		bool too_many = pool_live(p) > g.cfg.pool_size;
+		bool idle_too_long = idle_limit && now - s->idle_since_usec > idle_limit &&
+				     pool_live(p) > g.cfg.min_pool_size;
+
+		if (too_many)
+			server_close(s, 6, "HostUnreachable", "pool shrank (pool_size = %" PRId64 ")",
+				     g.cfg.pool_size);
+		else if (idle_too_long)
+			server_close(s, 6, "HostUnreachable", "idle for more than server_idle_timeout_ms");
+	}
+}
+
+void pool_janitor(uint64_t now)
+{
+	for (int i = 0; i < npools; i++) {
+		struct pool *p = &pools[i];
+
+		expire_servers(p, now);
+		expire_waiting(p, now);
+		if (g.shutting_down)
+			continue;
+		while (p->usable && pool_live(p) < g.cfg.min_pool_size && may_connect(p))
+			if (!server_connect(p))
+				break;
+		connect_for_waiters(p);
+	}
+}

@@ -1,0 +1,80 @@
+/*
+ * pool.h — one pool of backend connections per backend server, and the
+ * choice of which server requests go to.
+ *
+ * Rules:
+ *  - A pool never has more than pool_size connections (connecting + idle +
+ *    active); min_pool_size are kept open by the janitor.
+ *  - Requests that find no idle connection wait in `waiting`, ordered by
+ *    fair-queuing round: each client has at most one request per round, so
+ *    service is round-robin across clients, not one global FIFO.
+ *  - Bounded: at most max_queue requests wait over all pools; the rest are
+ *    refused with a retryable overload error.
+ *  - When the backend cannot be reached and no connection is alive, waiting
+ *    requests fail fast with HostUnreachable rather than hang; connects back
+ *    off exponentially up to reconnect_backoff_max_ms.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "pool/server.h"
+#include "proxy/handshake.h"
+#include "proxy/request.h"
+
+struct pool {
+	char name[300]; /* host:port, for logs */
+	char host[256];
+	uint16_t port;
+	struct sockaddr_storage addr; /* resolved once at startup */
+	socklen_t addrlen;
+	struct server_list connecting; /* SV_CONNECTING */
+	struct server_list idle;       /* SV_IDLE, most recently used first */
+	struct server_list active;     /* SV_ACTIVE */
+	int n_connecting, n_idle, n_active;
+	struct request_list waiting;   /* queued for a connection, by round */
+	int n_waiting;
+	struct request_list hello_waiters; /* handshakes waiting for backend_info */
+	uint64_t round;                /* round of the last dispatched request */
+	struct backend_info info;      /* from the latest backend hello */
+	bool usable;                   /* last hello said writable (or not yet known) */
+	uint64_t next_connect_usec;    /* backoff: no connect attempt before this */
+	int64_t backoff_ms;
+	char last_error[256];
+	/* figures */
+	uint64_t connects_ok, connects_failed, requests_dispatched;
+};
+
+/* Create the pools from the backend URI (host list). */
+bool pool_init_all(const char *uri_str, char *err, size_t errlen)
+	__attribute__((warn_unused_result));
+void pool_shutdown_all(void);
+
+int pool_count(void);
+struct pool *pool_at(int i);
+
+/* The pool requests go to: the writable backend. */
+struct pool *pool_target(void);
+
+/* Run `req` on the target pool, now or when a connection frees up. */
+void pool_submit(struct request *req);
+
+/* A handshake that needs backend_info: answered when it is known. */
+void pool_wait_hello(struct request *req);
+
+/* Remove a waiting request (its client went away). */
+void pool_unqueue(struct request *req);
+
+/* Server callbacks. */
+void pool_server_ready(struct server *s, const struct backend_info *bi);
+void pool_server_idle(struct server *s);
+void pool_connect_failed(struct pool *p, const char *why);
+void pool_server_gone(struct pool *p);
+
+/* Janitor: minimums, idle reaping, shrink after reload, timeouts. */
+void pool_janitor(uint64_t now);
+
+int pool_total_waiting(void);
+int pool_live(const struct pool *p);

@@ -1,0 +1,332 @@
+/*
+ * server.c — backend connections: nonblocking connect, the proxy's hello,
+ * one request/reply exchange at a time, raw forwarding with only
+ * requestID/responseTo rewritten.
+ *
+ *   server_connect ─▶ [CONNECTING] ─ TCP up ─▶ send hello ─ reply ─▶ pool_server_ready
+ *   pool gives a request ─▶ server_start ─▶ [ACTIVE] ─ reply ─▶ client ─▶ server_release ─▶ pool
+ *   moreToCome request: released as soon as its bytes are written
+ *   any error/EOF ─▶ server_close ─▶ request gets HostUnreachable ─▶ [JUSTFREE]
+ */
+#include "pool/server.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool/batch.h"
+#include "pool/janitor.h"
+#include "pool/pool.h"
+#include "proxy/handshake.h"
+#include "proxy/proxy.h"
+#include "proxy/request.h"
+#include "proxy/stats.h"
+#include "proxy/wire.h"
+
+static struct server_list servers_justfree = TAILQ_HEAD_INITIALIZER(servers_justfree);
+static uint64_t next_server_id = 1;
+
+static const char *const state_names[] = {"connecting", "idle", "active", "justfree"};
+
+static struct server_list *state_list(struct server *s, enum server_state st, int **count)
+{
+	struct pool *p = s->pool;
+
+	switch (st) {
+	case SV_CONNECTING:
+		*count = &p->n_connecting;
+		return &p->connecting;
+	case SV_IDLE:
+		*count = &p->n_idle;
+		return &p->idle;
+	case SV_ACTIVE:
+		*count = &p->n_active;
+		return &p->active;
+	case SV_JUSTFREE:
+		break;
+	}
+	*count = NULL;
+	return &servers_justfree;
+}
+
+void server_set_state(struct server *s, enum server_state st)
+{
+	struct server_list *from, *to;
+	int *cfrom, *cto;
+
+	if (s->state == st)
+		return;
+	from = state_list(s, s->state, &cfrom);
+	to = state_list(s, st, &cto);
+	TAILQ_REMOVE(from, s, link);
+	if (cfrom)
+		(*cfrom)--;
+	if (st == SV_IDLE)
+		TAILQ_INSERT_HEAD(to, s, link); /* LIFO: hot connections first */
+	else
+		TAILQ_INSERT_TAIL(to, s, link);
+	if (cto)
+		(*cto)++;
+	server_debug(s, "state %s -> %s", state_names[s->state], state_names[st]);
+	s->state = st;
+	if (st == SV_JUSTFREE)
+		janitor_schedule_free();
+}
+
+static void read_cb(struct bufferevent *bev, void *arg);
+static void write_cb(struct bufferevent *bev, void *arg);
+static void event_cb(struct bufferevent *bev, short what, void *arg);
+
+bool server_connect(struct pool *p)
+{
+	struct server *s = calloc(1, sizeof(*s));
+
+	if (s == NULL)
+		fatal("out of memory");
+	s->id = next_server_id++;
+	s->pool = p;
+	s->state = SV_CONNECTING;
+	s->created_usec = g.now_usec;
+	TAILQ_INSERT_TAIL(&p->connecting, s, link);
+	p->n_connecting++;
+	s->bev = bufferevent_socket_new(g.base, -1, BEV_OPT_CLOSE_ON_FREE);
+	if (s->bev == NULL)
+		fatal("cannot allocate a bufferevent");
+	bufferevent_setcb(s->bev, read_cb, write_cb, event_cb, s);
+	bufferevent_enable(s->bev, EV_READ | EV_WRITE);
+	server_debug(s, "connecting");
+	if (bufferevent_socket_connect(s->bev, (struct sockaddr *)&p->addr, (int)p->addrlen) < 0) {
+		server_close(s, 6, "HostUnreachable", "connect: %s", strerror(errno));
+		return false;
+	}
+	return true;
+}
+
+static void send_hello(struct server *s)
+{
+	bson_t cmd;
+	struct evbuffer *out = bufferevent_get_output(s->bev);
+
+	handshake_backend_hello(&cmd);
+	s->expect_response_to = wire_next_request_id();
+	wire_append_msg(out, s->expect_response_to, 0, 0, &cmd);
+	bson_destroy(&cmd);
+}
+
+void server_start(struct server *s, struct request *req)
+{
+	uint8_t *h = evbuffer_pullup(req->msg, WIRE_HEADER_LEN);
+	int32_t id = wire_next_request_id();
+
+	server_set_state(s, SV_ACTIVE);
+	s->req = req;
+	s->exchange_started_usec = g.now_usec;
+	req->server = s;
+	req->started_usec = g.now_usec;
+	req->backend_request_id = id;
+	req->sent = true;
+	wire_write_i32(h + 4, id);
+	wire_write_i32(h + 8, 0);
+	s->expect_response_to = req->more_to_come ? 0 : id;
+	s->flush_then_release = req->more_to_come;
+	bufferevent_write_buffer(s->bev, req->msg);
+}
+
+void server_send_more(struct server *s, struct evbuffer *msg, int32_t request_id)
+{
+	s->expect_response_to = request_id;
+	bufferevent_write_buffer(s->bev, msg);
+}
+
+void server_release(struct server *s)
+{
+	s->req = NULL;
+	s->expect_response_to = 0;
+	s->flush_then_release = false;
+	s->exchanges++;
+	pool_server_idle(s);
+}
+
+void server_close(struct server *s, int code, const char *codename, const char *fmt, ...)
+{
+	char reason[256];
+	struct request *req = s->req;
+	bool was_connecting = s->state == SV_CONNECTING;
+	va_list ap;
+
+	if (s->state == SV_JUSTFREE)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	server_log(req || was_connecting ? LOG_LVL_WARNING : LOG_LVL_INFO, s, "closing: %s", reason);
+	bufferevent_disable(s->bev, EV_READ | EV_WRITE);
+	bufferevent_setcb(s->bev, NULL, NULL, NULL, NULL);
+	s->req = NULL;
+	server_set_state(s, SV_JUSTFREE);
+	if (!was_connecting)
+		STAT_INC(backend_disconnects);
+	if (req != NULL) {
+		req->server = NULL;
+		if (req->kind == REQ_BATCH)
+			batch_server_failed(req, code, codename, reason);
+		else
+			request_fail_network(req, code, codename, reason);
+	}
+	if (was_connecting)
+		pool_connect_failed(s->pool, reason);
+	else
+		pool_server_gone(s->pool);
+}
+
+void server_free_deferred(void)
+{
+	struct server *s;
+
+	while ((s = TAILQ_FIRST(&servers_justfree)) != NULL) {
+		TAILQ_REMOVE(&servers_justfree, s, link);
+		bufferevent_free(s->bev);
+		free(s);
+	}
+}
+
+static void handle_hello_reply(struct server *s, const uint8_t *data, size_t len)
+{
+	struct wire_msg m;
+	struct wire_error werr;
+	struct backend_info bi;
+	char err[256];
+
+	if (!wire_parse_msg(data, len, &m, &werr)) {
+		server_close(s, 6, "HostUnreachable", "bad hello reply: %s", werr.msg);
+		return;
+	}
+	if (!handshake_parse_backend(&m.body, &bi, err, sizeof(err))) {
+		server_close(s, 6, "HostUnreachable", "%s", err);
+		return;
+	}
+	s->expect_response_to = 0;
+	STAT_INC(backend_connects);
+	server_debug(s, "ready (%s, wire %d..%d)", handshake_kind_name(bi.kind), bi.min_wire_version,
+		     bi.max_wire_version);
+	pool_server_ready(s, &bi);
+}
+
+/* Hand a complete reply to the request it answers. */
+static void deliver(struct server *s, struct evbuffer *buf, uint8_t *data, size_t len)
+{
+	struct request *req = s->req;
+	uint32_t flags = (uint32_t)wire_read_i32(data + WIRE_HEADER_LEN);
+
+	if (req->kind == REQ_BATCH) {
+		batch_on_reply(s, req, data, len);
+		return;
+	}
+	wire_write_i32(data + 8, req->client_request_id);
+	if (flags & MSG_CHECKSUM_PRESENT) {
+		struct evbuffer *copy = evbuffer_new();
+
+		wire_msg_prepare_forward(data, len);
+		evbuffer_add(copy, data, len - 4);
+		request_reply_raw(req, copy);
+		evbuffer_free(copy);
+	} else {
+		request_reply_raw(req, buf);
+	}
+	server_release(s);
+}
+
+static void handle_reply(struct server *s, struct evbuffer *buf, size_t len)
+{
+	uint8_t *data = evbuffer_pullup(buf, (ssize_t)len);
+	struct wire_header h;
+
+	wire_read_header(data, &h);
+	if (h.opcode != OP_MSG || len < WIRE_HEADER_LEN + 5) {
+		server_close(s, 6, "HostUnreachable", "backend sent %s (opcode %d), expected OP_MSG",
+			     wire_opcode_name(h.opcode), h.opcode);
+		return;
+	}
+	if (h.response_to == 0 || h.response_to != s->expect_response_to) {
+		STAT_INC(stale_replies);
+		server_debug(s, "dropping reply to %d (expecting %d)", h.response_to,
+			     s->expect_response_to);
+		return;
+	}
+	if ((uint32_t)wire_read_i32(data + WIRE_HEADER_LEN) & MSG_MORE_TO_COME) {
+		server_close(s, 6, "HostUnreachable", "backend started an exhaust stream");
+		return;
+	}
+	if (s->state == SV_CONNECTING)
+		handle_hello_reply(s, data, len);
+	else if (s->req != NULL)
+		deliver(s, buf, data, len);
+}
+
+static void read_cb(struct bufferevent *bev, void *arg)
+{
+	struct server *s = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	proxy_tick();
+	while (s->state != SV_JUSTFREE) {
+		size_t avail = evbuffer_get_length(in);
+		const uint8_t *hdr = evbuffer_pullup(in, avail < 4 ? (ssize_t)avail : 4);
+		int32_t len = 0;
+		struct evbuffer *msg;
+
+		switch (wire_frame_check(hdr, avail, &len)) {
+		case WIRE_FRAME_NEED_MORE:
+			return;
+		case WIRE_FRAME_BAD:
+			server_close(s, 6, "HostUnreachable",
+				     "backend sent an invalid messageLength %d", len);
+			return;
+		case WIRE_FRAME_READY:
+			msg = evbuffer_new();
+			evbuffer_remove_buffer(in, msg, (size_t)len);
+			handle_reply(s, msg, (size_t)len);
+			evbuffer_free(msg);
+			break;
+		}
+	}
+}
+
+static void write_cb(struct bufferevent *bev, void *arg)
+{
+	struct server *s = arg;
+	struct request *req = s->req;
+
+	proxy_tick();
+	if (!s->flush_then_release || req == NULL ||
+	    evbuffer_get_length(bufferevent_get_output(bev)) != 0)
+		return;
+	/* A moreToCome write is complete once it is on the wire. */
+	req->server = NULL;
+	request_done(req);
+	server_release(s);
+}
+
+static void event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct server *s = arg;
+	int one = 1;
+
+	proxy_tick();
+	if (what & BEV_EVENT_CONNECTED) {
+		evutil_socket_t fd = bufferevent_getfd(bev);
+
+		if (s->pool->addr.ss_family != AF_UNIX)
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		send_hello(s);
+		return;
+	}
+	if (what & BEV_EVENT_EOF)
+		server_close(s, 6, "HostUnreachable", "backend closed the connection");
+	else if (what & BEV_EVENT_ERROR)
+		server_close(s, 6, "HostUnreachable", "backend socket error: %s",
+			     evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+}

@@ -1,0 +1,77 @@
+/*
+ * server.h — one backend connection, owned by its pool.
+ *
+ * States and their lists (server_set_state moves it and logs at debug):
+ *   SV_CONNECTING  pool->connecting: TCP connect + the proxy's hello
+ *   SV_IDLE        pool->idle: ready, no request
+ *   SV_ACTIVE      pool->active: exactly one request (server->req) running
+ *   SV_JUSTFREE    servers_justfree: closed, freed after this loop iteration
+ * A server carries at most one exchange at a time (transaction-level
+ * pooling); replies whose responseTo is not the current requestID are stale
+ * (e.g. a reply to a moreToCome write) and are dropped.
+ */
+#pragma once
+
+#include <event2/bufferevent.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "proxy/list.h"
+
+#include "proxy/log.h"
+
+struct pool;
+struct request;
+
+enum server_state {
+	SV_CONNECTING,
+	SV_IDLE,
+	SV_ACTIVE,
+	SV_JUSTFREE,
+};
+
+struct server {
+	uint64_t id;
+	enum server_state state;
+	TAILQ_ENTRY(server) link;
+	struct pool *pool;
+	struct bufferevent *bev;
+	struct request *req;        /* SV_ACTIVE: the exchange in progress */
+	int32_t expect_response_to; /* requestID of the message awaiting a reply, 0: none */
+	bool flush_then_release;    /* moreToCome: release once the bytes are written */
+	uint64_t created_usec;
+	uint64_t idle_since_usec;
+	uint64_t exchange_started_usec;
+	uint64_t exchanges;
+};
+
+TAILQ_HEAD(server_list, server);
+
+#define server_log(lvl, s, fmt, ...)                                                               \
+	log_msg(lvl, "S-%" PRIu64 " %s: " fmt, (s)->id, pool_name((s)->pool), ##__VA_ARGS__)
+#define server_debug(s, fmt, ...)                                                                  \
+	do {                                                                                       \
+		if (log_enabled(LOG_LVL_DEBUG))                                                    \
+			server_log(LOG_LVL_DEBUG, s, fmt, ##__VA_ARGS__);                          \
+	} while (0)
+
+const char *pool_name(const struct pool *p);
+
+/* Start a new connection for `pool` (state SV_CONNECTING). */
+bool server_connect(struct pool *pool) __attribute__((warn_unused_result));
+
+/* Send `req` (its msg is consumed) on an idle server; state SV_ACTIVE. */
+void server_start(struct server *s, struct request *req);
+
+/* Send another message within the current exchange (batch getMore). */
+void server_send_more(struct server *s, struct evbuffer *msg, int32_t request_id);
+
+/* Finish the current exchange and hand the server back to its pool. */
+void server_release(struct server *s);
+
+/* Close: the running request (if any) gets a network error; free deferred. */
+void server_close(struct server *s, int code, const char *codename, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+void server_set_state(struct server *s, enum server_state st);
+void server_free_deferred(void);

@@ -1,0 +1,605 @@
+/*
+ * client.c — client connections: reading, framing, routing, replies.
+ *
+ *   accept ──▶ client_accept ──▶ [CL_ACTIVE] ◀──────────────────────────────┐
+ *                                  │ read cb                                │
+ *                                  ▼                                        │
+ *                           process_input ── may_parse()? no: pause reading │
+ *                                  │ yes                                    │
+ *                      wire_frame_check ── NEED_MORE: wait (read timeout)   │
+ *                                  │ BAD: error reply, flush, close         │
+ *                                  ▼ READY                                  │
+ *                           handle_message                                  │
+ *          OP_QUERY ─▶ legacy handshake (OP_REPLY) or error                 │
+ *          OP_MSG   ─▶ wire_parse_msg ── invalid: error reply ──────────────┤
+ *                      router_classify                                      │
+ *                        hello/ping/stats/auth ─▶ answered here ────────────┤
+ *                        forward ─▶ request ─▶ batcher | pool ─▶ server     │
+ *          other    ─▶ error reply                                          │
+ *   server reply ─▶ request_reply_raw ─▶ client_send ─▶ output ─────────────┘
+ *
+ * Rules: a client is parsed only while it has fewer than
+ * max_inflight_per_client requests and less than max_client_buffer_bytes of
+ * unsent output; otherwise its socket is not read (TCP backpressure). A
+ * closed client's requests are abandoned: queued ones are dropped, running
+ * ones have their reply discarded on arrival. Frees are deferred.
+ */
+#include "proxy/client.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "pool/batch.h"
+#include "pool/janitor.h"
+#include "pool/pool.h"
+#include "proxy/admin.h"
+#include "proxy/handshake.h"
+#include "proxy/proxy.h"
+#include "proxy/router.h"
+#include "proxy/stats.h"
+#include "proxy/wire.h"
+
+static struct client_list clients_active = TAILQ_HEAD_INITIALIZER(clients_active);
+static struct client_list clients_justfree = TAILQ_HEAD_INITIALIZER(clients_justfree);
+static int n_active;
+static uint64_t next_client_id = 1;
+
+static const char *const overload_labels[] = {"SystemOverloadedError", "RetryableError", NULL};
+
+static void read_cb(struct bufferevent *bev, void *arg);
+static void write_cb(struct bufferevent *bev, void *arg);
+static void event_cb(struct bufferevent *bev, short what, void *arg);
+
+static void client_set_state(struct client *c, enum client_state st)
+{
+	if (c->state == st)
+		return;
+	if (c->state == CL_ACTIVE) {
+		TAILQ_REMOVE(&clients_active, c, link);
+		n_active--;
+	}
+	c->state = st;
+	if (st == CL_ACTIVE) {
+		TAILQ_INSERT_TAIL(&clients_active, c, link);
+		n_active++;
+	} else {
+		TAILQ_INSERT_TAIL(&clients_justfree, c, link);
+		janitor_schedule_free();
+	}
+	client_debug(c, "state -> %s", st == CL_ACTIVE ? "active" : "justfree");
+}
+
+static void format_peer(const struct sockaddr *addr, char *buf, size_t len)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+
+	if (addr->sa_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)addr;
+
+		inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+		snprintf(buf, len, "%s:%u", host, ntohs(a->sin_port));
+	} else if (addr->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)addr;
+
+		inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+		snprintf(buf, len, "[%s]:%u", host, ntohs(a->sin6_port));
+	} else {
+		snprintf(buf, len, "unix");
+	}
+}
+
+void client_accept(int fd, const struct sockaddr *addr, int addrlen)
+{
+	struct client *c = calloc(1, sizeof(*c));
+	int one = 1;
+
+	if (c == NULL)
+		fatal("out of memory");
+	(void)addrlen;
+	c->id = next_client_id++;
+	c->state = CL_ACTIVE;
+	TAILQ_INIT(&c->requests);
+	format_peer(addr, c->peer, sizeof(c->peer));
+	if (addr->sa_family != AF_UNIX)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	c->bev = bufferevent_socket_new(g.base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (c->bev == NULL) {
+		log_error("cannot create bufferevent for client %s", c->peer);
+		close(fd);
+		free(c);
+		return;
+	}
+	c->connected_usec = c->last_active_usec = g.now_usec;
+	TAILQ_INSERT_TAIL(&clients_active, c, link);
+	n_active++;
+	STAT_INC(clients_accepted);
+	if (n_active > g.cfg.max_client_conn) {
+		c->over_limit = true;
+		STAT_INC(clients_refused);
+		log_warning("C-%" PRIu64 " %s: over max_client_conn (%" PRId64 "), will refuse",
+			    c->id, c->peer, g.cfg.max_client_conn);
+	}
+	bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
+	bufferevent_setwatermark(c->bev, EV_READ, 0, (size_t)g.cfg.max_client_buffer_bytes);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	client_debug(c, "connected");
+}
+
+/* Abandon every request of a closing client. */
+static void abandon_requests(struct client *c)
+{
+	struct request *req;
+
+	while ((req = TAILQ_FIRST(&c->requests)) != NULL) {
+		TAILQ_REMOVE(&c->requests, req, client_link);
+		c->inflight--;
+		req->client = NULL;
+		if (req->kind == REQ_LOOKUP)
+			batch_abandon(req);
+		else if (req->queued)
+			request_free(req);
+		/* else: running on a server, which drops the reply */
+	}
+}
+
+void client_close(struct client *c, const char *fmt, ...)
+{
+	char reason[256];
+	va_list ap;
+
+	if (c->state == CL_JUSTFREE)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	if (strcmp(reason, "client closed") == 0)
+		client_debug(c, "closing: %s", reason);
+	else
+		client_info(c, "closing: %s", reason);
+	abandon_requests(c);
+	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+	bufferevent_setcb(c->bev, NULL, NULL, NULL, NULL);
+	client_set_state(c, CL_JUSTFREE);
+}
+
+void client_free_deferred(void)
+{
+	struct client *c;
+
+	while ((c = TAILQ_FIRST(&clients_justfree)) != NULL) {
+		TAILQ_REMOVE(&clients_justfree, c, link);
+		bufferevent_free(c->bev);
+		free(c);
+	}
+}
+
+static bool output_full(const struct client *c)
+{
+	return evbuffer_get_length(bufferevent_get_output(c->bev)) >=
+	       (size_t)g.cfg.max_client_buffer_bytes;
+}
+
+static bool may_parse(const struct client *c)
+{
+	return c->state == CL_ACTIVE && !c->closing && c->inflight < g.cfg.max_inflight_per_client &&
+	       !output_full(c);
+}
+
+static void set_reading(struct client *c, bool on)
+{
+	if (c->reading_paused == !on)
+		return;
+	c->reading_paused = !on;
+	if (on)
+		bufferevent_enable(c->bev, EV_READ);
+	else
+		bufferevent_disable(c->bev, EV_READ);
+}
+
+void client_send(struct client *c, struct evbuffer *msg)
+{
+	if (c->state != CL_ACTIVE)
+		return;
+	c->last_active_usec = g.now_usec;
+	bufferevent_write_buffer(c->bev, msg);
+	if (output_full(c)) {
+		/* Wake up when half of it has drained. */
+		bufferevent_setwatermark(c->bev, EV_WRITE, (size_t)g.cfg.max_client_buffer_bytes / 2, 0);
+		set_reading(c, false);
+	}
+}
+
+/* Reply built here, for a message that never became a queued request. */
+static void reply_doc(struct client *c, int32_t response_to, bool legacy, const bson_t *doc)
+{
+	struct evbuffer *out = evbuffer_new();
+
+	if (legacy)
+		wire_append_op_reply(out, response_to, 0, doc);
+	else
+		wire_append_msg(out, wire_next_request_id(), response_to, 0, doc);
+	client_send(c, out);
+	evbuffer_free(out);
+}
+
+static void reply_error(struct client *c, int32_t response_to, bool legacy, int code,
+			const char *codename, const char *msg, const char *const *labels)
+{
+	bson_t doc;
+
+	STAT_INC(requests_errors);
+	wire_error_doc(&doc, code, codename, msg, labels);
+	reply_doc(c, response_to, legacy, &doc);
+	bson_destroy(&doc);
+}
+
+/* Answer a hello once backend_info is known (also called by the pool). */
+void client_answer_hello(struct request *req, const struct backend_info *bi)
+{
+	struct client *c = req->client;
+	bson_t reply;
+
+	if (c == NULL) {
+		request_done(req);
+		return;
+	}
+	if (handshake_client_reply(req->hello_cmd, req->cmd, bi, (int64_t)c->id, !c->hello_seen,
+				   &reply))
+		c->hello_seen = true;
+	else
+		STAT_INC(requests_errors);
+	request_reply_doc(req, &reply);
+	bson_destroy(&reply);
+}
+
+static void handle_hello(struct client *c, struct request *req, const bson_t *body)
+{
+	struct pool *p = pool_target();
+
+	req->hello_cmd = bson_copy(body);
+	if (p->info.known) {
+		client_answer_hello(req, &p->info);
+		return;
+	}
+	pool_wait_hello(req);
+}
+
+static void handle_local(struct client *c, const struct wire_msg *m, const struct route_info *ri,
+			 struct request *req)
+{
+	bson_t doc;
+
+	STAT_INC(requests_local);
+	switch (ri->route) {
+	case ROUTE_HELLO:
+		handle_hello(c, req, &m->body);
+		return;
+	case ROUTE_PING:
+		bson_init(&doc);
+		BSON_APPEND_DOUBLE(&doc, "ok", 1.0);
+		request_reply_doc(req, &doc);
+		bson_destroy(&doc);
+		return;
+	case ROUTE_STATS:
+		admin_stats_reply(req);
+		return;
+	case ROUTE_AUTH:
+		request_fail(req, 18, "AuthenticationFailed",
+			     "mongoplex: client authentication is not supported yet; connect without "
+			     "credentials (the proxy authenticates to the backend itself)",
+			     NULL);
+		return;
+	default:
+		request_fail(req, 59, "CommandNotFound", ri->refuse_msg, NULL);
+		return;
+	}
+}
+
+static void count_forward(const struct route_info *ri, bool more_to_come)
+{
+	STAT_INC(requests_forwarded);
+	if (more_to_come)
+		STAT_INC(more_to_come_writes);
+	if (ri->cursor_op)
+		STAT_INC(cursor_requests);
+	if (ri->in_txn)
+		STAT_INC(txn_requests);
+}
+
+/* Build the request that forwards this message and hand it on. */
+static void forward(struct client *c, struct evbuffer *buf, uint8_t *data, size_t len,
+		    const struct wire_msg *m, const struct route_info *ri, struct request *req)
+{
+	size_t newlen = wire_msg_prepare_forward(data, len);
+
+	count_forward(ri, req->more_to_come);
+	req->retryable_write = ri->retryable_write;
+	if (newlen != len) { /* checksum stripped: keep the first newlen bytes */
+		req->msg = evbuffer_new();
+		evbuffer_add(req->msg, data, newlen);
+	} else {
+		req->msg = evbuffer_new();
+		evbuffer_add_buffer(req->msg, buf);
+	}
+	if (ri->is_find && !ri->in_txn && g.cfg.batching && batch_try_submit(req, &m->body))
+		return;
+	pool_submit(req);
+}
+
+static void handle_op_msg(struct client *c, struct evbuffer *buf, uint8_t *data, size_t len)
+{
+	struct wire_msg m;
+	struct wire_error err;
+	struct route_info ri;
+	struct request *req;
+
+	if (!wire_parse_msg(data, len, &m, &err)) {
+		STAT_INC(bad_messages);
+		client_info(c, "bad OP_MSG: %s", err.msg);
+		if (!(wire_read_i32(data + WIRE_HEADER_LEN) & MSG_MORE_TO_COME))
+			reply_error(c, wire_read_i32(data + 4), false, err.code, err.codename,
+				    err.msg, NULL);
+		return;
+	}
+	req = request_new(c, REQ_FORWARD);
+	req->client_request_id = m.h.request_id;
+	req->more_to_come = (m.flags & MSG_MORE_TO_COME) != 0;
+	if (!router_classify(&m.body, &ri)) {
+		request_fail(req, 40571, "Location40571", ri.refuse_msg, NULL);
+		return;
+	}
+	snprintf(req->cmd, sizeof(req->cmd), "%s", ri.cmd);
+	if (g.shutting_down && ri.route != ROUTE_HELLO) {
+		static const char *const labels[] = {"RetryableError", "RetryableWriteError", NULL};
+
+		STAT_INC(refused_shutdown);
+		request_fail(req, 91, "ShutdownInProgress", "mongoplex is shutting down", labels);
+		return;
+	}
+	if (ri.route != ROUTE_FORWARD) {
+		handle_local(c, &m, &ri, req);
+		return;
+	}
+	forward(c, buf, data, len, &m, &ri, req);
+}
+
+static bool is_handshake_cmd(const char *name)
+{
+	return strcmp(name, "hello") == 0 || strcasecmp(name, "isMaster") == 0;
+}
+
+/* Legacy OP_QUERY: only the handshake is served, answered with OP_REPLY. */
+static void handle_op_query(struct client *c, uint8_t *data, size_t len)
+{
+	struct wire_query q;
+	struct wire_error err;
+	struct request *req;
+	bson_iter_t it;
+	const char *dot;
+
+	if (!wire_parse_query(data, len, &q, &err)) {
+		STAT_INC(bad_messages);
+		client_info(c, "bad OP_QUERY: %s", err.msg);
+		reply_error(c, wire_read_i32(data + 4), true, err.code, err.codename, err.msg, NULL);
+		return;
+	}
+	dot = strchr(q.collection, '.');
+	if (!bson_iter_init(&it, &q.query) || !bson_iter_next(&it) || dot == NULL ||
+	    strcmp(dot, ".$cmd") != 0 || !is_handshake_cmd(bson_iter_key(&it))) {
+		STAT_INC(bad_messages);
+		client_info(c, "refused legacy OP_QUERY on %s", q.collection);
+		reply_error(c, q.h.request_id, true, 352, "UnsupportedOpQueryCommand",
+			    "mongoplex: OP_QUERY is only supported for the hello/isMaster handshake; "
+			    "use OP_MSG",
+			    NULL);
+		return;
+	}
+	STAT_INC(requests_local);
+	req = request_new(c, REQ_FORWARD);
+	req->client_request_id = q.h.request_id;
+	req->legacy_reply = true;
+	snprintf(req->cmd, sizeof(req->cmd), "%s", bson_iter_key(&it));
+	handle_hello(c, req, &q.query);
+}
+
+static void handle_message(struct client *c, struct evbuffer *buf, size_t len)
+{
+	uint8_t *data = evbuffer_pullup(buf, (ssize_t)len);
+	int32_t opcode = wire_read_i32(data + 12);
+	char msg[128];
+
+	STAT_INC(requests_total);
+	if (c->over_limit) {
+		snprintf(msg, sizeof(msg), "mongoplex: too many client connections (max_client_conn = %" PRId64 ")",
+			 g.cfg.max_client_conn);
+		reply_error(c, wire_read_i32(data + 4), opcode == OP_QUERY, 458,
+			    "SystemOverloaded", msg, overload_labels);
+		c->closing = true;
+		return;
+	}
+	switch (opcode) {
+	case OP_MSG:
+		handle_op_msg(c, buf, data, len);
+		break;
+	case OP_QUERY:
+		handle_op_query(c, data, len);
+		break;
+	default:
+		STAT_INC(bad_messages);
+		client_info(c, "refused %s (opcode %d)", wire_opcode_name(opcode), opcode);
+		snprintf(msg, sizeof(msg), "mongoplex: unsupported opcode %d (%s); use OP_MSG",
+			 opcode, wire_opcode_name(opcode));
+		reply_error(c, wire_read_i32(data + 4), false, 2, "BadValue", msg, NULL);
+		break;
+	}
+}
+
+/* Framing is lost: say why (as a reply, if the client can read one) and close. */
+static void framing_lost(struct client *c, int32_t len, const uint8_t *hdr, size_t avail)
+{
+	char msg[160];
+
+	STAT_INC(bad_messages);
+	STAT_INC(clients_closed_error);
+	snprintf(msg, sizeof(msg), "mongoplex: invalid messageLength %d (must be 16..%d)", len,
+		 WIRE_MAX_MESSAGE);
+	if (avail >= WIRE_HEADER_LEN)
+		reply_error(c, wire_read_i32(hdr + 4), false, 10334, "BSONObjectTooLarge", msg,
+			    NULL);
+	client_info(c, "%s; closing after the error reply", msg);
+	c->closing = true;
+	evbuffer_drain(bufferevent_get_input(c->bev), avail);
+}
+
+static void process_input(struct client *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+
+	while (may_parse(c)) {
+		size_t avail = evbuffer_get_length(in);
+		const uint8_t *hdr = evbuffer_pullup(in, avail < WIRE_HEADER_LEN ? (ssize_t)avail : WIRE_HEADER_LEN);
+		int32_t len = 0;
+		struct evbuffer *msg;
+
+		switch (wire_frame_check(hdr, avail, &len)) {
+		case WIRE_FRAME_NEED_MORE:
+			c->partial_since_usec = avail ? (c->partial_since_usec ? c->partial_since_usec : g.now_usec) : 0;
+			if (len > g.cfg.max_client_buffer_bytes)
+				bufferevent_setwatermark(c->bev, EV_READ, 0, (size_t)len);
+			set_reading(c, true);
+			return;
+		case WIRE_FRAME_BAD:
+			framing_lost(c, len, hdr, avail);
+			break;
+		case WIRE_FRAME_READY:
+			c->partial_since_usec = 0;
+			msg = evbuffer_new();
+			evbuffer_remove_buffer(in, msg, (size_t)len);
+			handle_message(c, msg, (size_t)len);
+			evbuffer_free(msg);
+			break;
+		}
+	}
+	if (c->state == CL_ACTIVE && !c->closing)
+		set_reading(c, false);
+	if (c->closing && evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+		client_close(c, "closed after error reply");
+}
+
+static void read_cb(struct bufferevent *bev, void *arg)
+{
+	struct client *c = arg;
+
+	proxy_tick();
+	c->last_active_usec = g.now_usec;
+	process_input(c);
+}
+
+static void write_cb(struct bufferevent *bev, void *arg)
+{
+	struct client *c = arg;
+
+	proxy_tick();
+	bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+	if (c->closing && evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
+		client_close(c, "closed after error reply");
+		return;
+	}
+	process_input(c);
+}
+
+static void event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct client *c = arg;
+
+	proxy_tick();
+	if (what & BEV_EVENT_EOF)
+		client_close(c, "client closed");
+	else if (what & BEV_EVENT_ERROR)
+		client_close(c, "socket error: %s", strerror(errno));
+}
+
+/* Deferred (through the write callback): never re-enter parsing from inside
+ * a server's callback. */
+void client_request_finished(struct client *c)
+{
+	if (c->state != CL_ACTIVE)
+		return;
+	bufferevent_trigger(c->bev, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+}
+
+void client_close_all(const char *reason)
+{
+	struct client *c;
+
+	while ((c = TAILQ_FIRST(&clients_active)) != NULL)
+		client_close(c, "%s", reason);
+}
+
+void client_janitor(uint64_t now)
+{
+	struct client *c, *tmp;
+	uint64_t idle_us = (uint64_t)g.cfg.client_idle_timeout_ms * 1000;
+	uint64_t read_us = (uint64_t)g.cfg.client_read_timeout_ms * 1000;
+
+	TAILQ_FOREACH_SAFE(c, &clients_active, link, tmp)
+	{
+		if (c->partial_since_usec && now - c->partial_since_usec > read_us) {
+			STAT_INC(clients_closed_error);
+			client_close(c, "incomplete message for more than %" PRId64 " ms (client_read_timeout_ms)",
+				     g.cfg.client_read_timeout_ms);
+		} else if (idle_us && c->inflight == 0 && now - c->last_active_usec > idle_us) {
+			client_close(c, "idle for more than %" PRId64 " ms (client_idle_timeout_ms)",
+				     g.cfg.client_idle_timeout_ms);
+		}
+	}
+}
+
+void client_apply_cfg(void)
+{
+	struct client *c;
+
+	TAILQ_FOREACH(c, &clients_active, link)
+	{
+		bufferevent_setwatermark(c->bev, EV_READ, 0, (size_t)g.cfg.max_client_buffer_bytes);
+		client_request_finished(c);
+	}
+}
+
+int client_count(void)
+{
+	return n_active;
+}
+
+void client_phase_counts(int *idle, int *waiting, int *running)
+{
+	struct client *c;
+
+	*idle = *waiting = *running = 0;
+	TAILQ_FOREACH(c, &clients_active, link)
+	{
+		struct request *req;
+		bool w = false, r = false;
+
+		TAILQ_FOREACH(req, &c->requests, client_link)
+		{
+			if (req->server != NULL)
+				r = true;
+			else
+				w = true;
+		}
+		if (r)
+			(*running)++;
+		else if (w)
+			(*waiting)++;
+		else
+			(*idle)++;
+	}
+}

@@ -1,0 +1,104 @@
+/*
+ * main.c — command line: parse options, load and check the config, run.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mongoc/mongoc.h>
+
+#include "config/cfg.h"
+#include "proxy/proxy.h"
+#include "version.h"
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: mongoplex [-c FILE] [options]\n"
+		"Connection-pooling query proxy for MongoDB.\n\n"
+		"  -c, --config FILE          configuration file (INI; see mongoplex.ini(5))\n"
+		"  -t, --test-config          load and validate the configuration, then exit\n"
+		"  -v, --verbose              log at debug level (overrides log_level)\n"
+		"      --help-config          describe every setting\n"
+		"      --write-example-config print the annotated example configuration\n"
+		"  -V, --version              print the version\n"
+		"  -h, --help                 this text\n\n"
+		"Signals: SIGHUP reloads the config, SIGTERM shuts down gracefully, SIGINT exits.\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"test-config", no_argument, NULL, 't'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"version", no_argument, NULL, 'V'},
+		{"help", no_argument, NULL, 'h'},
+		{"help-config", no_argument, NULL, 1},
+		{"write-example-config", no_argument, NULL, 2},
+		{NULL, 0, NULL, 0},
+	};
+	const char *path = NULL;
+	bool test_only = false, verbose = false;
+	char err[CFG_ERR_LEN];
+	struct cfg cfg;
+	int opt, rc;
+
+	while ((opt = getopt_long(argc, argv, "c:tvVh", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			path = optarg;
+			break;
+		case 't':
+			test_only = true;
+			break;
+		case 'v':
+			verbose = true;
+			break;
+		case 'V':
+			printf("mongoplex %s\n", MP_VERSION);
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 1:
+			cfg_write_help(stdout);
+			return 0;
+		case 2:
+			cfg_write_example(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "mongoplex: unexpected argument \"%s\"\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	mongoc_init();
+	if (path != NULL) {
+		if (!cfg_load(path, &cfg, err, sizeof(err))) {
+			fprintf(stderr, "mongoplex: %s\n", err);
+			return 1;
+		}
+	} else {
+		cfg_defaults(&cfg);
+		if (!cfg_validate(&cfg, err, sizeof(err))) {
+			fprintf(stderr, "mongoplex: %s\n", err);
+			return 1;
+		}
+	}
+	if (test_only) {
+		printf("mongoplex: configuration %s is valid\n", path ? path : "(defaults)");
+		cfg_free(&cfg);
+		return 0;
+	}
+	if (verbose)
+		cfg.log_level = LOG_LVL_DEBUG;
+	rc = proxy_main(&cfg, path);
+	mongoc_cleanup();
+	return rc;
+}

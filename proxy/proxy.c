@@ -1,0 +1,201 @@
+/*
+ * proxy.c — process lifecycle: start the modules, signals (through
+ * evsignal_new, no work in raw handlers), reload, graceful shutdown,
+ * systemd notification.
+ *
+ *   SIGHUP   reload the config file; on error keep the old config
+ *   SIGTERM  stop accepting, let in-flight requests finish (up to
+ *            shutdown_timeout_ms), refuse new ones with a retryable error,
+ *            exit 0
+ *   SIGINT   exit now
+ */
+#include "proxy/proxy.h"
+
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+
+#ifdef MP_HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
+#include "pool/janitor.h"
+#include "pool/pool.h"
+#include "proxy/client.h"
+#include "proxy/listener.h"
+#include "proxy/metrics.h"
+#include "proxy/stats.h"
+#include "version.h"
+
+struct proxy_globals g;
+
+static struct event *sig_hup, *sig_term, *sig_int, *drain_ev;
+
+uint64_t proxy_tick(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	g.now_usec = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	return g.now_usec;
+}
+
+static void notify(const char *state)
+{
+#ifdef MP_HAVE_SYSTEMD
+	sd_notify(0, state);
+#else
+	(void)state;
+#endif
+}
+
+void proxy_apply_cfg(void)
+{
+	log_current_level = g.cfg.log_level;
+	client_apply_cfg();
+}
+
+void proxy_reload(void)
+{
+	struct cfg next;
+	char err[CFG_ERR_LEN];
+
+	if (g.cfg_path == NULL) {
+		log_warning("reload: no config file (-c) to re-read");
+		return;
+	}
+	notify("RELOADING=1");
+	if (!cfg_load(g.cfg_path, &next, err, sizeof(err))) {
+		STAT_INC(reload_failures);
+		log_error("reload rejected, keeping the current config: %s", err);
+		cfg_free(&next);
+		notify("READY=1");
+		return;
+	}
+	cfg_keep_static(&g.cfg, &next);
+	cfg_free(&g.cfg);
+	g.cfg = next;
+	proxy_apply_cfg();
+	STAT_INC(reloads);
+	log_info("reloaded %s (pool_size=%" PRId64 ", batching=%s, log_level=%s)", g.cfg_path,
+		 g.cfg.pool_size, g.cfg.batching ? "on" : "off", log_level_name(g.cfg.log_level));
+	notify("READY=1");
+}
+
+/* Work still in flight: requests parsed and not yet answered. */
+static bool drained(void)
+{
+	int idle, waiting, running;
+
+	client_phase_counts(&idle, &waiting, &running);
+	return waiting == 0 && running == 0;
+}
+
+static void drain_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	proxy_tick();
+	if (drained()) {
+		log_info("shutdown: all in-flight requests done, exiting");
+		event_base_loopexit(g.base, NULL);
+	} else if (g.now_usec >= g.shutdown_deadline_usec) {
+		log_warning("shutdown: shutdown_timeout_ms (%" PRId64 ") expired with requests in "
+			    "flight, exiting",
+			    g.cfg.shutdown_timeout_ms);
+		event_base_loopexit(g.base, NULL);
+	}
+}
+
+static void begin_shutdown(void)
+{
+	struct timeval tick = {0, 20000};
+
+	if (g.shutting_down)
+		return;
+	g.shutting_down = true;
+	notify("STOPPING=1");
+	log_info("SIGTERM: no longer accepting; draining in-flight requests (up to %" PRId64 " ms)",
+		 g.cfg.shutdown_timeout_ms);
+	listener_stop();
+	g.shutdown_deadline_usec = g.now_usec + (uint64_t)g.cfg.shutdown_timeout_ms * 1000;
+	drain_ev = event_new(g.base, -1, EV_PERSIST, drain_cb, NULL);
+	event_add(drain_ev, &tick);
+	drain_cb(-1, 0, NULL);
+}
+
+static void signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+	(void)what;
+	(void)arg;
+	proxy_tick();
+	switch (sig) {
+	case SIGHUP:
+		log_info("SIGHUP: reloading configuration");
+		proxy_reload();
+		break;
+	case SIGTERM:
+		begin_shutdown();
+		break;
+	case SIGINT:
+		log_info("SIGINT: exiting now");
+		notify("STOPPING=1");
+		event_base_loopexit(g.base, NULL);
+		break;
+	}
+}
+
+static void setup_signals(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	sig_hup = evsignal_new(g.base, SIGHUP, signal_cb, NULL);
+	sig_term = evsignal_new(g.base, SIGTERM, signal_cb, NULL);
+	sig_int = evsignal_new(g.base, SIGINT, signal_cb, NULL);
+	event_add(sig_hup, NULL);
+	event_add(sig_term, NULL);
+	event_add(sig_int, NULL);
+}
+
+static void teardown(void)
+{
+	client_close_all("proxy exiting");
+	pool_shutdown_all();
+	listener_stop();
+	metrics_stop();
+	janitor_stop();
+	if (drain_ev)
+		event_free(drain_ev);
+	event_free(sig_hup);
+	event_free(sig_term);
+	event_free(sig_int);
+	event_base_free(g.base);
+	cfg_free(&g.cfg);
+}
+
+int proxy_main(struct cfg *cfg, const char *cfg_path)
+{
+	char err[CFG_ERR_LEN];
+
+	g.cfg = *cfg;
+	g.cfg_path = cfg_path;
+	log_current_level = g.cfg.log_level;
+	proxy_tick();
+	g.base = event_base_new();
+	if (g.base == NULL)
+		fatal("cannot create the event loop");
+	if (!pool_init_all(g.cfg.backend_uri, err, sizeof(err)))
+		fatal("%s", err);
+	setup_signals();
+	janitor_start();
+	if (!listener_start(err, sizeof(err)))
+		fatal("%s", err);
+	if (!metrics_start(err, sizeof(err)))
+		fatal("%s", err);
+	log_info("mongoplex %s started: backend %s, pool_size %" PRId64 ", batching %s", MP_VERSION,
+		 pool_target()->name, g.cfg.pool_size, g.cfg.batching ? "on" : "off");
+	notify("READY=1");
+	event_base_dispatch(g.base);
+	teardown();
+	return g.exit_code;
+}

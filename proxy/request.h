@@ -1,0 +1,80 @@
+/*
+ * request.h — one client request on its way through the proxy.
+ *
+ * A request belongs to its client (client->requests, until done) and, while
+ * it waits, to exactly one queue through `queue_link`: a pool's wait queue, a
+ * pool's hello waiters, or a batch's member list. While it runs it is
+ * referenced by exactly one server (server->req). When its client goes away
+ * first, `client` becomes NULL and the reply is dropped on arrival.
+ *
+ * Kinds:
+ *   REQ_FORWARD  raw bytes forwarded for one exchange
+ *   REQ_HELLO    a handshake waiting for the first backend hello
+ *   REQ_LOOKUP   a batchable _id lookup, member of a batch (pool/batch.c)
+ *   REQ_BATCH    a merged $in query run by the batcher (no client)
+ */
+#pragma once
+
+#include <bson/bson.h>
+#include <event2/buffer.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "proxy/list.h"
+
+struct client;
+struct server;
+struct pool;
+struct batch;
+struct lookup;
+
+enum request_kind {
+	REQ_FORWARD,
+	REQ_HELLO,
+	REQ_LOOKUP,
+	REQ_BATCH,
+};
+
+struct request {
+	enum request_kind kind;
+	struct client *client;
+	TAILQ_ENTRY(request) client_link;
+	TAILQ_ENTRY(request) queue_link;
+	bool queued;                 /* on some queue through queue_link */
+	struct evbuffer *msg;        /* message to send, header included */
+	int32_t client_request_id;   /* the client's requestID (our reply's responseTo) */
+	int32_t backend_request_id;  /* our requestID on the backend */
+	bool more_to_come;           /* client set moreToCome: no reply expected */
+	bool retryable_write;        /* has txnNumber outside a transaction */
+	bool sent;                   /* bytes handed to a backend: may have executed */
+	bool legacy_reply;           /* answer with OP_REPLY (legacy OP_QUERY handshake) */
+	uint64_t round;              /* fair-queuing round (pool.c) */
+	uint64_t enqueued_usec;
+	uint64_t started_usec;
+	struct pool *pool;
+	struct server *server;
+	char cmd[64];
+	bson_t *hello_cmd;           /* REQ_HELLO: the client's command, kept */
+	struct batch *batch;         /* REQ_BATCH */
+	struct lookup *lookup;       /* REQ_LOOKUP */
+};
+
+TAILQ_HEAD(request_list, request);
+
+struct request *request_new(struct client *client, enum request_kind kind);
+void request_free(struct request *req);
+
+/* Deliver a reply to the request's client (if still there) and finish it. */
+void request_reply_raw(struct request *req, struct evbuffer *reply);
+void request_reply_doc(struct request *req, const bson_t *doc);
+
+/* Answer with a MongoDB error {ok:0, code, codeName, errmsg, errorLabels}. */
+void request_fail(struct request *req, int code, const char *codename, const char *msg,
+		  const char *const *labels);
+
+/* Finish without a reply (moreToCome, or its client is gone). */
+void request_done(struct request *req);
+
+/* The server-side exchange failed: network error (6/89) with the labels a
+ * driver may act on; never a retryable label on a non-retryable write that
+ * may have executed. */
+void request_fail_network(struct request *req, int code, const char *codename, const char *why);

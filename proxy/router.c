@@ -1,0 +1,76 @@
+/*
+ * router.c — command classification. Only the top-level keys of the body are
+ * read: the command name (first key), $db, txnNumber, autocommit.
+ */
+#include "proxy/router.h"
+
+#include <string.h>
+#include <strings.h>
+
+static const char *const auth_cmds[] = {"saslStart", "saslContinue", "authenticate",
+					"logout", "getnonce", NULL};
+
+/* Commands that change per-connection server state, which transaction-level
+ * pooling cannot honour; refusing them is clearer than misbehaving. */
+static const char *const refused_cmds[] = {"exhaust", NULL};
+
+static bool in_list(const char *const *list, const char *name)
+{
+	for (size_t i = 0; list[i] != NULL; i++)
+		if (strcmp(list[i], name) == 0)
+			return true;
+	return false;
+}
+
+static enum route route_for(const char *cmd)
+{
+	if (strcmp(cmd, "hello") == 0 || strcasecmp(cmd, "isMaster") == 0)
+		return ROUTE_HELLO;
+	if (strcmp(cmd, "ping") == 0)
+		return ROUTE_PING;
+	if (strcmp(cmd, "mongoplexStats") == 0)
+		return ROUTE_STATS;
+	if (in_list(auth_cmds, cmd))
+		return ROUTE_AUTH;
+	if (in_list(refused_cmds, cmd))
+		return ROUTE_REFUSE;
+	return ROUTE_FORWARD;
+}
+
+bool router_classify(const bson_t *body, struct route_info *ri)
+{
+	bson_iter_t it;
+	bool has_txn = false, autocommit_false = false;
+
+	memset(ri, 0, sizeof(*ri));
+	if (!bson_iter_init(&it, body) || !bson_iter_next(&it)) {
+		ri->route = ROUTE_REFUSE;
+		ri->refuse_msg = "empty command document";
+		return false;
+	}
+	snprintf(ri->cmd, sizeof(ri->cmd), "%s", bson_iter_key(&it));
+	do {
+		const char *k = bson_iter_key(&it);
+
+		if (strcmp(k, "$db") == 0 && BSON_ITER_HOLDS_UTF8(&it))
+			ri->db = bson_iter_utf8(&it, NULL);
+		else if (strcmp(k, "txnNumber") == 0)
+			has_txn = true;
+		else if (strcmp(k, "autocommit") == 0 && BSON_ITER_HOLDS_BOOL(&it))
+			autocommit_false = !bson_iter_bool(&it);
+	} while (bson_iter_next(&it));
+
+	ri->route = route_for(ri->cmd);
+	ri->cursor_op = strcmp(ri->cmd, "getMore") == 0 || strcmp(ri->cmd, "killCursors") == 0;
+	ri->in_txn = has_txn && autocommit_false;
+	ri->retryable_write = has_txn && !autocommit_false;
+	ri->is_find = strcmp(ri->cmd, "find") == 0;
+	if (ri->route == ROUTE_REFUSE)
+		ri->refuse_msg = "command not supported through mongoplex";
+	if (ri->db == NULL) {
+		ri->route = ROUTE_REFUSE;
+		ri->refuse_msg = "OP_MSG requests require a $db argument";
+		return false;
+	}
+	return true;
+}

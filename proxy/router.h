@@ -1,0 +1,31 @@
+/*
+ * router.h — classifies a client's OP_MSG command: answered locally
+ * (handshake, ping, admin), refused, or forwarded (and then whether it pins).
+ */
+#pragma once
+
+#include <bson/bson.h>
+#include <stdbool.h>
+
+enum route {
+	ROUTE_FORWARD, /* raw-forward to a backend for one exchange */
+	ROUTE_HELLO,   /* hello / isMaster / ismaster: answered by the proxy */
+	ROUTE_PING,    /* ping: answered by the proxy */
+	ROUTE_AUTH,    /* saslStart, authenticate, ...: refused (no client auth yet) */
+	ROUTE_STATS,   /* mongoplexStats admin command */
+	ROUTE_REFUSE,  /* not allowed through a pooling proxy (errmsg in route_info) */
+};
+
+struct route_info {
+	enum route route;
+	char cmd[64];         /* first key of the body */
+	const char *db;       /* $db, points into the body */
+	bool cursor_op;       /* getMore / killCursors: must reach the cursor's server */
+	bool in_txn;          /* carries txnNumber with autocommit:false */
+	bool retryable_write; /* carries txnNumber outside a transaction */
+	bool is_find;         /* candidate for the batcher */
+	const char *refuse_msg;
+};
+
+/* Returns false (with ri->refuse_msg set) when the body lacks $db. */
+bool router_classify(const bson_t *body, struct route_info *ri) __attribute__((warn_unused_result));

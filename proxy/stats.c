@@ -1,0 +1,179 @@
+/*
+ * stats.c — counters, derived gauges and histograms, rendered as BSON (the
+ * mongoplexStats admin command) and as Prometheus text (/metrics). Both come
+ * from the one MP_COUNTERS declaration and the same gauge table.
+ */
+#include "proxy/stats.h"
+
+#include <stdio.h>
+
+#include "pool/pool.h"
+#include "proxy/client.h"
+#include "proxy/proxy.h"
+#include "version.h"
+
+struct mp_counters stats;
+
+struct hist hist_queue_wait_ms = {
+	"queue_wait_ms", "Time requests waited for a backend connection (ms)", 10,
+	{0.1, 0.5, 1, 2, 5, 10, 50, 100, 1000, 10000}, {0}, 0, 0};
+struct hist hist_batch_ids = {"batch_ids", "Distinct _id values per merged query", 10,
+			      {1, 2, 4, 8, 16, 32, 64, 128, 512, 1000}, {0}, 0, 0};
+struct hist hist_batch_wait_ms = {"batch_wait_ms",
+				  "Time lookups waited for their merged query to be sent (ms)", 9,
+				  {0.05, 0.1, 0.5, 1, 2, 5, 10, 100, 1000}, {0}, 0, 0};
+
+static struct hist *const hists[] = {&hist_queue_wait_ms, &hist_batch_ids, &hist_batch_wait_ms};
+#define NHISTS (sizeof(hists) / sizeof(hists[0]))
+
+void hist_observe(struct hist *h, double v)
+{
+	int i = 0;
+
+	while (i < h->nbounds && v > h->bounds[i])
+		i++;
+	h->buckets[i]++;
+	h->count++;
+	h->sum += v;
+}
+
+/* Gauges computed from list counts at read time. */
+struct gauges {
+	int clients, clients_idle, clients_waiting, clients_running;
+	int servers_connecting, servers_idle, servers_active, requests_waiting;
+};
+
+static void gauges_read(struct gauges *gs)
+{
+	client_phase_counts(&gs->clients_idle, &gs->clients_waiting, &gs->clients_running);
+	gs->clients = client_count();
+	gs->servers_connecting = gs->servers_idle = gs->servers_active = 0;
+	for (int i = 0; i < pool_count(); i++) {
+		struct pool *p = pool_at(i);
+
+		gs->servers_connecting += p->n_connecting;
+		gs->servers_idle += p->n_idle;
+		gs->servers_active += p->n_active;
+	}
+	gs->requests_waiting = pool_total_waiting();
+}
+
+#define MP_GAUGES(X)                                                                               \
+	X(clients, "Client connections open")                                                      \
+	X(clients_idle, "Clients with no request in flight")                                       \
+	X(clients_waiting, "Clients whose requests wait for a backend connection")                 \
+	X(clients_running, "Clients with a request running on a backend")                        \
+	X(servers_connecting, "Backend connections being established")                             \
+	X(servers_idle, "Backend connections idle in the pool")                                    \
+	X(servers_active, "Backend connections running a request")                                 \
+	X(requests_waiting, "Requests waiting for a backend connection")
+
+static void hist_to_bson(bson_t *parent, const struct hist *h)
+{
+	bson_t doc, b;
+	char key[32];
+
+	BSON_APPEND_DOCUMENT_BEGIN(parent, h->name, &doc);
+	BSON_APPEND_INT64(&doc, "count", (int64_t)h->count);
+	BSON_APPEND_DOUBLE(&doc, "sum", h->sum);
+	BSON_APPEND_DOCUMENT_BEGIN(&doc, "le", &b);
+	for (int i = 0; i <= h->nbounds; i++) {
+		if (i < h->nbounds)
+			snprintf(key, sizeof(key), "%g", h->bounds[i]);
+		else
+			snprintf(key, sizeof(key), "+Inf");
+		BSON_APPEND_INT64(&b, key, (int64_t)h->buckets[i]);
+	}
+	bson_append_document_end(&doc, &b);
+	bson_append_document_end(parent, &doc);
+}
+
+static void pool_to_bson(bson_t *arr, int i, const struct pool *p)
+{
+	bson_t doc;
+	char key[16];
+	const char *k;
+
+	bson_uint32_to_string((uint32_t)i, &k, key, sizeof(key));
+	BSON_APPEND_DOCUMENT_BEGIN(arr, k, &doc);
+	BSON_APPEND_UTF8(&doc, "host", p->name);
+	BSON_APPEND_BOOL(&doc, "target", p == pool_target());
+	BSON_APPEND_UTF8(&doc, "kind", handshake_kind_name(p->info.kind));
+	BSON_APPEND_INT32(&doc, "maxWireVersion", p->info.max_wire_version);
+	BSON_APPEND_INT32(&doc, "connecting", p->n_connecting);
+	BSON_APPEND_INT32(&doc, "idle", p->n_idle);
+	BSON_APPEND_INT32(&doc, "active", p->n_active);
+	BSON_APPEND_INT32(&doc, "waiting", p->n_waiting);
+	BSON_APPEND_INT64(&doc, "poolSize", g.cfg.pool_size);
+	BSON_APPEND_INT64(&doc, "connectsOk", (int64_t)p->connects_ok);
+	BSON_APPEND_INT64(&doc, "connectsFailed", (int64_t)p->connects_failed);
+	BSON_APPEND_INT64(&doc, "requestsDispatched", (int64_t)p->requests_dispatched);
+	BSON_APPEND_UTF8(&doc, "lastError", p->last_error);
+	bson_append_document_end(arr, &doc);
+}
+
+void stats_to_bson(bson_t *out)
+{
+	struct gauges gs;
+	bson_t doc, arr;
+
+	gauges_read(&gs);
+	BSON_APPEND_UTF8(out, "version", MP_VERSION);
+	BSON_APPEND_DOCUMENT_BEGIN(out, "counters", &doc);
+#define X(name, help) BSON_APPEND_INT64(&doc, #name, (int64_t)stats.name);
+	MP_COUNTERS(X)
+#undef X
+	bson_append_document_end(out, &doc);
+	BSON_APPEND_DOCUMENT_BEGIN(out, "gauges", &doc);
+#define X(name, help) BSON_APPEND_INT32(&doc, #name, gs.name);
+	MP_GAUGES(X)
+#undef X
+	bson_append_document_end(out, &doc);
+	BSON_APPEND_ARRAY_BEGIN(out, "pools", &arr);
+	for (int i = 0; i < pool_count(); i++)
+		pool_to_bson(&arr, i, pool_at(i));
+	bson_append_array_end(out, &arr);
+	BSON_APPEND_DOCUMENT_BEGIN(out, "histograms", &doc);
+	for (size_t i = 0; i < NHISTS; i++)
+		hist_to_bson(&doc, hists[i]);
+	bson_append_document_end(out, &doc);
+}
+
+static void hist_to_prom(struct evbuffer *out, const struct hist *h)
+{
+	uint64_t cum = 0;
+
+	evbuffer_add_printf(out, "# HELP mongoplex_%s %s\n# TYPE mongoplex_%s histogram\n", h->name,
+			    h->help, h->name);
+	for (int i = 0; i <= h->nbounds; i++) {
+		cum += h->buckets[i];
+		if (i < h->nbounds)
+			evbuffer_add_printf(out, "mongoplex_%s_bucket{le=\"%g\"} %llu\n", h->name,
+					    h->bounds[i], (unsigned long long)cum);
+		else
+			evbuffer_add_printf(out, "mongoplex_%s_bucket{le=\"+Inf\"} %llu\n", h->name,
+					    (unsigned long long)cum);
+	}
+	evbuffer_add_printf(out, "mongoplex_%s_sum %g\nmongoplex_%s_count %llu\n", h->name, h->sum,
+			    h->name, (unsigned long long)h->count);
+}
+
+void stats_to_prometheus(struct evbuffer *out)
+{
+	struct gauges gs;
+
+	gauges_read(&gs);
+#define X(name, help)                                                                              \
+	evbuffer_add_printf(out, "# HELP mongoplex_%s_total %s\n# TYPE mongoplex_%s_total counter\n" \
+				 "mongoplex_%s_total %llu\n",                                      \
+			    #name, help, #name, #name, (unsigned long long)stats.name);
+	MP_COUNTERS(X)
+#undef X
+#define X(name, help)                                                                              \
+	evbuffer_add_printf(out, "# HELP mongoplex_%s %s\n# TYPE mongoplex_%s gauge\nmongoplex_%s %d\n", \
+			    #name, help, #name, #name, gs.name);
+	MP_GAUGES(X)
+#undef X
+	for (size_t i = 0; i < NHISTS; i++)
+		hist_to_prom(out, hists[i]);
+}

@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# Test backends for mongoplex: real MongoDB-wire servers on free loopback ports.
+#
+#   scripts/backend.sh build [java|ferretdb|all]   build/cache the servers (default: all)
+#   scripts/backend.sh start java|ferretdb DIR     start one; writes DIR/{uri,pid,log},
+#                                                  prints the mongodb:// URI on stdout
+#   scripts/backend.sh stop DIR                    stop the server started in DIR
+#
+# java     = mongo-java-server (memory backend) via tests/backend/java (Maven Central)
+# ferretdb = FerretDB v1.24.2, SQLite handler, data under DIR (Go module proxy)
+#
+# Artifacts live in ${MONGOPLEX_CACHE:-<repo>/.cache}. Extra JVM flags: MONGOPLEX_JAVA_OPTS.
+# Readiness is checked over the wire with pymongo's `ping` (Debian python3-pymongo);
+# PYTHON may name an interpreter that has pymongo.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${MONGOPLEX_CACHE:-$ROOT/.cache}"
+JAVA_SRC="$ROOT/tests/backend/java"
+JAR="$CACHE/mongoplex-testserver.jar"
+FERRETDB_VERSION="v1.24.2"
+FERRETDB="$CACHE/bin/ferretdb"
+START_TIMEOUT="${MONGOPLEX_START_TIMEOUT:-60}"
+
+die() { echo "backend.sh: $*" >&2; exit 1; }
+log() { echo "backend.sh: $*" >&2; }
+
+# ---------------------------------------------------------------- build
+
+# Fingerprint of the launcher's sources; the jar is rebuilt only when it changes.
+java_stamp() { cat "$JAVA_SRC/pom.xml" "$JAVA_SRC"/src/main/java/mongoplex/testserver/*.java | sha256sum | cut -d' ' -f1; }
+
+build_java() {
+  local stamp; stamp="$(java_stamp)"
+  if [[ -f "$JAR" && "$(cat "$JAR.stamp" 2>/dev/null)" == "$stamp" ]]; then
+    return 0
+  fi
+  command -v mvn >/dev/null || die "mvn not found (run scripts/install-deps.sh)"
+  mkdir -p "$CACHE"
+  log "building mongo-java-server launcher (mvn package)..."
+  # Build output goes into the cache, not the source tree.
+  # (sed drops the stray colour-reset codes Debian's mvn prints even with -q -B)
+  mvn -q -B -f "$JAVA_SRC/pom.xml" -Dtestserver.buildDir="$CACHE/java-build" package 2>&1 \
+    | sed 's/\x1b\[[0-9;]*m//g' >&2 || die "mvn package failed"
+  cp "$CACHE/java-build/mongoplex-testserver.jar" "$JAR.tmp" && mv "$JAR.tmp" "$JAR"
+  echo "$stamp" > "$JAR.stamp"
+  log "built $JAR"
+}
+
+# `go install github.com/FerretDB/FerretDB/cmd/ferretdb@v1.24.2` builds, but the binary
+# panics at start: the release module lacks build/version/version.txt (normally made by
+# FerretDB's own `task gen-version`). So: fetch the module through the Go module proxy
+# (go mod download), copy it, write version.txt, and `go build` the cmd from the copy.
+build_ferretdb() {
+  if [[ -x "$FERRETDB" ]] && "$FERRETDB" --version 2>/dev/null | grep -q "version: $FERRETDB_VERSION"; then
+    return 0
+  fi
+  command -v go >/dev/null || { log "go not found"; return 1; }
+  log "building FerretDB $FERRETDB_VERSION (go mod download + go build)..."
+  local json mod src="$CACHE/ferretdb-src"
+  json="$(cd / && go mod download -json "github.com/FerretDB/FerretDB@$FERRETDB_VERSION" 2>&1)" || true
+  mod="$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$json")"
+  [[ -n "$mod" && -d "$mod" ]] || { log "go mod download failed: $json"; return 1; }
+  rm -rf "$src"; mkdir -p "$CACHE/bin"
+  cp -r "$mod" "$src" && chmod -R u+w "$src" || return 1
+  echo "$FERRETDB_VERSION" > "$src/build/version/version.txt"
+  # -buildvcs=false: the copy may sit inside this repo's git tree; don't stamp our commit.
+  (cd "$src" && GOWORK=off go build -buildvcs=false -trimpath -o "$FERRETDB.tmp" ./cmd/ferretdb) >&2 || return 1
+  mv "$FERRETDB.tmp" "$FERRETDB"
+  rm -rf "$src"
+  log "built $FERRETDB"
+}
+
+# Run a build step holding the cache lock, so parallel starts on a cold cache build once.
+locked() { mkdir -p "$CACHE"; ( flock 9; "$@" ) 9>"$CACHE/build.lock"; }
+
+cmd_build() {
+  case "${1:-all}" in
+    java) locked build_java ;;
+    ferretdb) locked build_ferretdb || die "FerretDB build failed (see go output above)" ;;
+    all)
+      locked build_java
+      # FerretDB is the optional second backend: its failure must not fail `all`.
+      locked build_ferretdb || log "WARNING: FerretDB build failed (see go output above); only the java backend is available"
+      ;;
+    *) die "build: unknown backend '$1' (java|ferretdb|all)" ;;
+  esac
+}
+
+# ---------------------------------------------------------------- start / stop
+
+# An interpreter that can import pymongo (the pyenv python3 may lack Debian's package).
+find_python() {
+  local p
+  for p in ${PYTHON:-} python3 /usr/bin/python3; do
+    if command -v "$p" >/dev/null && "$p" -c 'import pymongo' 2>/dev/null; then echo "$p"; return 0; fi
+  done
+  die "no python3 with pymongo found (install python3-pymongo or set PYTHON)"
+}
+
+# A free loopback port (the OS picks one; a small race remains, start retries on it).
+free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# True while PID runs (a dead child of ours stays a zombie until reaped: count that as dead).
+alive() { [[ -r "/proc/$1/stat" ]] && [[ "$(sed 's/.*) //' "/proc/$1/stat" | cut -c1)" != Z ]]; }
+
+# Wait until URI answers `ping` over the wire while PID runs, up to DEADLINE (epoch s).
+# Exit codes: 0 ready, 1 timeout, 2 process died.
+wait_ping() {
+  "$PY" - "$1" "$2" "$3" <<'EOF'
+import sys, time, pymongo
+uri, pid, deadline = sys.argv[1], sys.argv[2], float(sys.argv[3])
+def alive():
+    try:
+        return open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+while time.time() < deadline:
+    if not alive():
+        sys.exit(2)
+    try:
+        c = pymongo.MongoClient(uri, serverSelectionTimeoutMS=300, connectTimeoutMS=300)
+        c.admin.command("ping")
+        c.close()
+        sys.exit(0)
+    except Exception:
+        time.sleep(0.1)
+sys.exit(1)
+EOF
+}
+
+# Java: wait for the launcher's "READY host:port" line and print the port.
+# Exit codes as wait_ping.
+wait_ready_line() {
+  local dir="$1" pid="$2" deadline="$3" port
+  while (( $(date +%s) < deadline )); do
+    port="$(sed -n 's/^READY [^ ]*:\([0-9][0-9]*\)$/\1/p' "$dir/log")"
+    [[ -n "$port" ]] && { echo "$port"; return 0; }
+    alive "$pid" || return 2
+    sleep 0.1
+  done
+  return 1
+}
+
+# Launch one server in the background; sets PID and writes DIR/pid. Args: kind dir port.
+launch() {
+  local kind="$1" dir="$2" port="$3"
+  case "$kind" in
+    java)
+      # shellcheck disable=SC2086
+      java ${MONGOPLEX_JAVA_OPTS:-} -jar "$JAR" --host 127.0.0.1 --port "$port" \
+        </dev/null >"$dir/log" 2>&1 &
+      ;;
+    ferretdb)
+      mkdir -p "$dir/data" "$dir/state"
+      "$FERRETDB" --listen-addr="127.0.0.1:$port" --handler=sqlite \
+        --sqlite-url="file:$dir/data/" --state-dir="$dir/state" \
+        --telemetry=disable --debug-addr=- --log-level="${MONGOPLEX_FERRETDB_LOG_LEVEL:-error}" \
+        </dev/null >"$dir/log" 2>&1 &
+      ;;
+  esac
+  PID=$!
+  echo "$PID" > "$dir/pid"
+}
+
+cmd_start() {
+  local kind="${1:-}" dir="${2:-}"
+  [[ -n "$kind" && -n "$dir" ]] || die "usage: start java|ferretdb DIR"
+  case "$kind" in
+    java) locked build_java ;;
+    ferretdb) locked build_ferretdb || die "FerretDB is not built and could not be built" ;;
+    *) die "start: unknown backend '$kind' (java|ferretdb)" ;;
+  esac
+  mkdir -p "$dir"; dir="$(cd "$dir" && pwd)"
+  if [[ -f "$dir/pid" ]] && alive "$(cat "$dir/pid")"; then
+    die "a server is already running in $dir (pid $(cat "$dir/pid"))"
+  fi
+  rm -f "$dir/uri" "$dir/pid"
+  PY="$(find_python)"
+  local deadline=$(( $(date +%s) + START_TIMEOUT )) attempt port rc
+  # java binds port 0 and reports it; ferretdb gets a port picked here, so a
+  # startup failure (port taken meanwhile) is retried with another port.
+  for attempt in 1 2 3; do
+    rc=0
+    if [[ "$kind" == java ]]; then
+      launch java "$dir" 0
+      port="$(wait_ready_line "$dir" "$PID" "$deadline")" || rc=$?
+    else
+      port="$(free_port)"
+      launch ferretdb "$dir" "$port"
+    fi
+    [[ "$rc" != 0 ]] || wait_ping "mongodb://127.0.0.1:$port/" "$PID" "$deadline" || rc=$?
+    case "$rc" in
+      0) echo "mongodb://127.0.0.1:$port/" > "$dir/uri"; cat "$dir/uri"; return 0 ;;
+      2) log "$kind exited during startup (attempt $attempt); last log lines:"
+         tail -n 20 "$dir/log" >&2; rm -f "$dir/pid"
+         [[ "$kind" == ferretdb ]] && (( $(date +%s) < deadline )) || break ;;
+      *) kill -KILL "$PID" 2>/dev/null || true; rm -f "$dir/pid"
+         die "$kind did not answer ping within ${START_TIMEOUT}s; see $dir/log" ;;
+    esac
+  done
+  die "$kind failed to start; see $dir/log"
+}
+
+cmd_stop() {
+  local dir="${1:-}" pid i
+  [[ -n "$dir" ]] || die "usage: stop DIR"
+  [[ -f "$dir/pid" ]] || { log "no pid file in $dir; nothing to stop"; return 0; }
+  pid="$(cat "$dir/pid")"
+  # Only signal the process if it is still one of ours (guards against a reused pid).
+  if alive "$pid" && grep -qaE 'mongoplex-testserver|ferretdb' "/proc/$pid/cmdline" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 1 100); do alive "$pid" || break; sleep 0.1; done
+    if alive "$pid"; then
+      log "pid $pid ignored SIGTERM for 10s; sending SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+      for i in $(seq 1 50); do alive "$pid" || break; sleep 0.1; done
+    fi
+  fi
+  rm -f "$dir/pid"
+}
+
+case "${1:-}" in
+  build) shift; cmd_build "$@" ;;
+  start) shift; cmd_start "$@" ;;
+  stop)  shift; cmd_stop "$@" ;;
+  *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+esac
