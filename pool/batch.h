@@ -1,13 +1,14 @@
 /*
  * batch.h — coalescing of concurrent find-by-_id lookups into one
- * {_id: {$in: [...]}} query (see docs/batching.md and DESIGN.md for the
- * exact semantics).
+ * {_id: {$in: [...]}} query (exact semantics: DESIGN.md and docs/batching.md).
  *
  * A lookup (REQ_LOOKUP) joins an open batch (REQ_BATCH) with the same key
- * (database, collection, projection, read concern, read preference) that is
- * still waiting in the pool queue, or opens a new one. When a backend
- * connection takes the batch, batch_seal builds the merged query; the reply
- * is drained with getMore and split back to each lookup in _id order.
+ * (database, collection, projection, read concern, read preference,
+ * maxTimeMS) that is still waiting in the pool queue, or opens a new one.
+ * When a backend connection is idle and batch_max_wait_us is 0, a lookup is
+ * simply forwarded: batching adds nothing at low load. When a backend
+ * connection takes a batch, batch_seal builds the merged query; the reply is
+ * drained with getMore and split back to each lookup in _id order.
  */
 #pragma once
 
@@ -20,8 +21,13 @@
 
 struct server;
 
-/* Why a find is not batchable (for tests and debug logs). NULL: batchable. */
+/* Why a find is not batchable. NULL: batchable. */
 const char *batch_classify(const bson_t *find_cmd);
+
+/* MongoDB comparison of two scalar _id values: <0, 0, >0. Numbers compare
+ * by value across int32/int64/double/decimal128; other types by type order,
+ * then bytes. Only defined for values batch_classify accepts. */
+int batch_compare_ids(const bson_value_t *a, const bson_value_t *b);
 
 /* Take `req` (a find) into the batcher; false: forward it as is. */
 bool batch_try_submit(struct request *req, const bson_t *body);
@@ -32,10 +38,16 @@ void batch_seal(struct request *batch_req);
 /* A reply for a running batch. */
 void batch_on_reply(struct server *s, struct request *batch_req, uint8_t *data, size_t len);
 
-/* The batch's server failed / the batch waited too long / its pool is down. */
-void batch_server_failed(struct request *batch_req, int code, const char *codename,
-			 const char *why);
-void batch_expired(struct request *batch_req);
+/* The batch's backend connection failed: every lookup is re-run alone. */
+void batch_rerun_alone(struct request *batch_req);
+
+/* The batch cannot run (backend unreachable, queue timeout): every lookup
+ * gets this error. */
+void batch_fail(struct request *batch_req, int code, const char *codename, const char *msg,
+		const char *const *labels);
 
 /* A lookup's client went away. */
 void batch_abandon(struct request *lookup_req);
+
+/* Lookups currently waiting in open batches (stats). */
+int batch_open_lookups(void);

@@ -234,7 +234,10 @@ static void dispatch(struct server *s, struct request *req)
 
 static void refuse_overload(struct request *req, const char *msg)
 {
-	request_fail(req, OVERLOAD_CODE, OVERLOAD_CODENAME, msg, overload_labels);
+	if (req->kind == REQ_BATCH)
+		batch_fail(req, OVERLOAD_CODE, OVERLOAD_CODENAME, msg, overload_labels);
+	else
+		request_fail(req, OVERLOAD_CODE, OVERLOAD_CODENAME, msg, overload_labels);
 }
 
 /* The backend of `p` cannot be reached: `req` fails with HostUnreachable. */
@@ -244,7 +247,7 @@ static void fail_unreachable(struct pool *p, struct request *req, const char *wh
 
 	snprintf(msg, sizeof(msg), "cannot reach backend %s: %s", p->name, why);
 	if (req->kind == REQ_BATCH)
-		batch_server_failed(req, 6, "HostUnreachable", msg);
+		batch_fail(req, 6, "HostUnreachable", msg, NULL);
 	else
 		request_fail_network(req, 6, "HostUnreachable", msg);
 }
@@ -392,10 +395,6 @@ static void expire_waiting(struct pool *p, uint64_t now)
 			continue;
 		pool_unqueue(req);
 		STAT_INC(refused_queue_timeout);
-		if (req->kind == REQ_BATCH) {
-			batch_expired(req);
-			continue;
-		}
 		snprintf(msg, sizeof(msg),
 			 "mongoplex: request waited more than queue_timeout_ms = %" PRId64
 			 " ms for a backend connection; retry later",

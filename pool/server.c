@@ -172,7 +172,7 @@ void server_close(struct server *s, int code, const char *codename, const char *
 	if (req != NULL) {
 		req->server = NULL;
 		if (req->kind == REQ_BATCH)
-			batch_server_failed(req, code, codename, reason);
+			batch_rerun_alone(req);
 		else
 			request_fail_network(req, code, codename, reason);
 	}
