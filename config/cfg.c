@@ -13,81 +13,80 @@
 #include <strings.h>
 
 #define OFF(field) offsetof(struct cfg, field)
-#define MB         (1024LL * 1024LL)
+#define MB	   (1024LL * 1024LL)
 
 /* The table. Order is the order of the example file. */
 static const struct cfg_key keys[] = {
-	{"listen_addr", CFG_STRING, OFF(listen_addr), "127.0.0.1", 0, 0, false, "network",
-	 "TCP address to listen on for clients. Loopback by default: the backend credentials "
-	 "give every admitted client the proxy's rights. Empty disables TCP."},
-	{"listen_port", CFG_INT, OFF(listen_port), "27018", 0, 65535, false, "network",
-	 "TCP port to listen on (0 picks a free port, logged at startup)."},
-	{"unix_socket", CFG_STRING, OFF(unix_socket), "", 0, 0, false, "network",
-	 "Path of a unix socket to listen on as well (empty: none)."},
-	{"metrics_listen", CFG_STRING, OFF(metrics_listen), "", 0, 0, false, "network",
-	 "host:port for the Prometheus text endpoint (/metrics). Empty: off."},
+    {"listen_addr", CFG_STRING, OFF(listen_addr), "127.0.0.1", 0, 0, false, "network",
+     "TCP address to listen on for clients. Loopback by default: the backend credentials "
+     "give every admitted client the proxy's rights. Empty disables TCP."},
+    {"listen_port", CFG_INT, OFF(listen_port), "27018", 0, 65535, false, "network",
+     "TCP port to listen on (0 picks a free port, logged at startup)."},
+    {"unix_socket", CFG_STRING, OFF(unix_socket), "", 0, 0, false, "network",
+     "Path of a unix socket to listen on as well (empty: none)."},
+    {"metrics_listen", CFG_STRING, OFF(metrics_listen), "", 0, 0, false, "network",
+     "host:port for the Prometheus text endpoint (/metrics). Empty: off."},
 
-	{"backend_uri", CFG_STRING, OFF(backend_uri), "mongodb://127.0.0.1:27017/", 0, 0, false,
-	 "backend",
-	 "The MongoDB deployment behind the proxy, as a mongodb:// URI (parsed by libmongoc). "
-	 "With several hosts the proxy uses the one that reports itself writable."},
-	{"pool_size", CFG_INT, OFF(pool_size), "16", 1, 100000, true, "backend",
-	 "Maximum backend connections per backend server. Requests beyond it wait "
-	 "(see max_queue, queue_timeout_ms)."},
-	{"min_pool_size", CFG_INT, OFF(min_pool_size), "0", 0, 100000, true, "backend",
-	 "Backend connections kept open even when idle."},
-	{"connect_timeout_ms", CFG_INT, OFF(connect_timeout_ms), "5000", 1, 600000, true,
-	 "backend", "Time allowed to connect to a backend and complete its handshake."},
-	{"server_idle_timeout_ms", CFG_INT, OFF(server_idle_timeout_ms), "600000", 0,
-	 INT64_C(86400000), true, "backend",
-	 "Idle backend connections above min_pool_size are closed after this long (0: never)."},
-	{"reconnect_backoff_max_ms", CFG_INT, OFF(reconnect_backoff_max_ms), "5000", 10, 600000,
-	 true, "backend",
-	 "After a failed connect the pool waits 100 ms, doubling up to this, before the next "
-	 "attempt; requests meanwhile get HostUnreachable if no connection is alive."},
+    {"backend_uri", CFG_STRING, OFF(backend_uri), "mongodb://127.0.0.1:27017/", 0, 0, false,
+     "backend",
+     "The MongoDB deployment behind the proxy, as a mongodb:// URI (parsed by libmongoc). "
+     "With several hosts the proxy uses the one that reports itself writable."},
+    {"pool_size", CFG_INT, OFF(pool_size), "16", 1, 100000, true, "backend",
+     "Maximum backend connections per backend server. Requests beyond it wait "
+     "(see max_queue, queue_timeout_ms)."},
+    {"min_pool_size", CFG_INT, OFF(min_pool_size), "0", 0, 100000, true, "backend",
+     "Backend connections kept open even when idle."},
+    {"connect_timeout_ms", CFG_INT, OFF(connect_timeout_ms), "5000", 1, 600000, true, "backend",
+     "Time allowed to connect to a backend and complete its handshake."},
+    {"server_idle_timeout_ms", CFG_INT, OFF(server_idle_timeout_ms), "600000", 0, INT64_C(86400000),
+     true, "backend",
+     "Idle backend connections above min_pool_size are closed after this long (0: never)."},
+    {"reconnect_backoff_max_ms", CFG_INT, OFF(reconnect_backoff_max_ms), "5000", 10, 600000, true,
+     "backend",
+     "After a failed connect the pool waits 100 ms, doubling up to this, before the next "
+     "attempt; requests meanwhile get HostUnreachable if no connection is alive."},
 
-	{"batching", CFG_BOOL, OFF(batching), "on", 0, 0, true, "batching",
-	 "Coalesce concurrent find-by-_id lookups into one {_id: {$in: [...]}} query."},
-	{"batch_max_ids", CFG_INT, OFF(batch_max_ids), "1000", 1, 100000, true, "batching",
-	 "Most distinct _id values in one merged query."},
-	{"batch_max_wait_us", CFG_INT, OFF(batch_max_wait_us), "0", 0, 1000000, true, "batching",
-	 "If set, a lookup waits at most this long for others to join its batch even when a "
-	 "backend connection is free. 0: never wait (batches form only under load)."},
+    {"batching", CFG_BOOL, OFF(batching), "on", 0, 0, true, "batching",
+     "Coalesce concurrent find-by-_id lookups into one {_id: {$in: [...]}} query."},
+    {"batch_max_ids", CFG_INT, OFF(batch_max_ids), "1000", 1, 100000, true, "batching",
+     "Most distinct _id values in one merged query."},
+    {"batch_max_wait_us", CFG_INT, OFF(batch_max_wait_us), "0", 0, 1000000, true, "batching",
+     "If set, a lookup waits at most this long for others to join its batch even when a "
+     "backend connection is free. 0: never wait (batches form only under load)."},
 
-	{"max_client_conn", CFG_INT, OFF(max_client_conn), "10000", 1, 1000000, true, "admission",
-	 "Client connections beyond this are answered with an error on their first request "
-	 "and closed."},
-	{"max_inflight_per_client", CFG_INT, OFF(max_inflight_per_client), "16", 1, 100000, true,
-	 "admission",
-	 "Requests one client may have parsed and waiting at once (pipelining). At the limit "
-	 "the proxy stops reading that client's socket."},
-	{"max_queue", CFG_INT, OFF(max_queue), "10000", 1, 10000000, true, "admission",
-	 "Requests waiting for a backend connection, over all clients. Beyond it requests get "
-	 "a retryable overload error."},
-	{"max_client_buffer_bytes", CFG_INT, OFF(max_client_buffer_bytes), "16777216", 65536,
-	 1024 * MB, true, "admission",
-	 "Bytes buffered per client in each direction before the proxy stops reading it "
-	 "(a single message may exceed it, up to the 48 MB wire limit)."},
-	{"queue_timeout_ms", CFG_INT, OFF(queue_timeout_ms), "30000", 0, INT64_C(86400000), true,
-	 "admission", "A request waiting longer than this for a backend connection gets a "
-		      "retryable overload error (0: no limit)."},
-	{"query_timeout_ms", CFG_INT, OFF(query_timeout_ms), "0", 0, INT64_C(86400000), true,
-	 "admission",
-	 "A backend exchange running longer than this is abandoned: the request gets an error "
-	 "and the backend connection is closed and replaced (0: no limit)."},
-	{"client_idle_timeout_ms", CFG_INT, OFF(client_idle_timeout_ms), "0", 0,
-	 INT64_C(86400000), true, "admission",
-	 "Close client connections idle for this long (0: never)."},
-	{"client_read_timeout_ms", CFG_INT, OFF(client_read_timeout_ms), "30000", 100,
-	 INT64_C(86400000), true, "admission",
-	 "A client that sent part of a message must send the rest within this time, or is "
-	 "disconnected."},
+    {"max_client_conn", CFG_INT, OFF(max_client_conn), "10000", 1, 1000000, true, "admission",
+     "Client connections beyond this are answered with an error on their first request "
+     "and closed."},
+    {"max_inflight_per_client", CFG_INT, OFF(max_inflight_per_client), "16", 1, 100000, true,
+     "admission",
+     "Requests one client may have parsed and waiting at once (pipelining). At the limit "
+     "the proxy stops reading that client's socket."},
+    {"max_queue", CFG_INT, OFF(max_queue), "10000", 1, 10000000, true, "admission",
+     "Requests waiting for a backend connection, over all clients. Beyond it requests get "
+     "a retryable overload error."},
+    {"max_client_buffer_bytes", CFG_INT, OFF(max_client_buffer_bytes), "16777216", 65536, 1024 * MB,
+     true, "admission",
+     "Bytes buffered per client in each direction before the proxy stops reading it "
+     "(a single message may exceed it, up to the 48 MB wire limit)."},
+    {"queue_timeout_ms", CFG_INT, OFF(queue_timeout_ms), "30000", 0, INT64_C(86400000), true,
+     "admission",
+     "A request waiting longer than this for a backend connection gets a "
+     "retryable overload error (0: no limit)."},
+    {"query_timeout_ms", CFG_INT, OFF(query_timeout_ms), "0", 0, INT64_C(86400000), true,
+     "admission",
+     "A backend exchange running longer than this is abandoned: the request gets an error "
+     "and the backend connection is closed and replaced (0: no limit)."},
+    {"client_idle_timeout_ms", CFG_INT, OFF(client_idle_timeout_ms), "0", 0, INT64_C(86400000),
+     true, "admission", "Close client connections idle for this long (0: never)."},
+    {"client_read_timeout_ms", CFG_INT, OFF(client_read_timeout_ms), "30000", 100,
+     INT64_C(86400000), true, "admission",
+     "A client that sent part of a message must send the rest within this time, or is "
+     "disconnected."},
 
-	{"shutdown_timeout_ms", CFG_INT, OFF(shutdown_timeout_ms), "30000", 0, INT64_C(3600000),
-	 true, "lifecycle",
-	 "On SIGTERM, in-flight requests get this long to finish before the proxy exits."},
-	{"log_level", CFG_LOGLEVEL, OFF(log_level), "info", 0, 0, true, "lifecycle",
-	 "error, warning, info or debug."},
+    {"shutdown_timeout_ms", CFG_INT, OFF(shutdown_timeout_ms), "30000", 0, INT64_C(3600000), true,
+     "lifecycle", "On SIGTERM, in-flight requests get this long to finish before the proxy exits."},
+    {"log_level", CFG_LOGLEVEL, OFF(log_level), "info", 0, 0, true, "lifecycle",
+     "error, warning, info or debug."},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -201,8 +200,8 @@ static int on_ini_line(void *user, const char *section, const char *name, const 
 	if (ctx->failed)
 		return 0;
 	if (strcmp(section, "mongoplex") != 0) {
-		snprintf(ctx->err, sizeof(ctx->err), "setting \"%s\" outside the [mongoplex] section",
-			 name);
+		snprintf(ctx->err, sizeof(ctx->err),
+			 "setting \"%s\" outside the [mongoplex] section", name);
 		ctx->failed = true;
 		return 0;
 	}
@@ -222,7 +221,8 @@ bool cfg_load(const char *path, struct cfg *c, char *err, size_t errlen)
 	cfg_defaults(c);
 	rc = ini_parse(path, on_ini_line, &ctx);
 	if (rc < 0) {
-		snprintf(err, errlen, "%s: cannot read: %s", path, rc == -1 ? strerror(errno) : "out of memory");
+		snprintf(err, errlen, "%s: cannot read: %s", path,
+			 rc == -1 ? strerror(errno) : "out of memory");
 		return false;
 	}
 	if (rc > 0) {
@@ -266,7 +266,8 @@ bool cfg_validate(const struct cfg *c, char *err, size_t errlen)
 		return false;
 	}
 	if (c->listen_addr[0] == '\0' && c->unix_socket[0] == '\0') {
-		snprintf(err, errlen, "neither listen_addr nor unix_socket is set: nothing to listen on");
+		snprintf(err, errlen,
+			 "neither listen_addr nor unix_socket is set: nothing to listen on");
 		return false;
 	}
 	if (!validate_hostport("metrics_listen", c->metrics_listen, err, errlen))

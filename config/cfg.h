@@ -61,7 +61,7 @@ struct cfg_key {
 	const char *name;
 	enum cfg_type type;
 	size_t offset;
-	const char *def; /* default, as it would be written in the file */
+	const char *def;  /* default, as it would be written in the file */
 	int64_t min, max; /* CFG_INT bounds, inclusive */
 	bool reloadable;
 	const char *section; /* heading in the example file */
@@ -78,14 +78,15 @@ void cfg_defaults(struct cfg *c);
 /* Load `path` into `c` (defaults first, then the file), then validate.
  * On failure `err` holds "path:line: message". */
 bool cfg_load(const char *path, struct cfg *c, char *err, size_t errlen)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /* Parse one setting from its text form; used by the loader and for defaults. */
 bool cfg_set(struct cfg *c, const char *name, const char *value, char *err, size_t errlen)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /* Cross-field checks (min <= max, URI parses, ...). */
-bool cfg_validate(const struct cfg *c, char *err, size_t errlen) __attribute__((warn_unused_result));
+bool cfg_validate(const struct cfg *c, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
 
 /* Reload: copy into `next` the old values of keys that cannot change at
  * runtime, logging each one that the new file tried to change. */

@@ -46,15 +46,15 @@ struct found {
 
 struct batch {
 	struct request *req; /* the REQ_BATCH request that runs it */
-	char *key;           /* db, coll, projection, readConcern, readPreference, maxTimeMS */
+	char *key;	     /* db, coll, projection, readConcern, readPreference, maxTimeMS */
 	size_t keylen;
 	char db[128];
 	char coll[256];
-	bson_t extra;        /* projection/readConcern/$readPreference/maxTimeMS to copy */
+	bson_t extra; /* projection/readConcern/$readPreference/maxTimeMS to copy */
 	struct request_list members;
 	int nmembers;
-	int nids;            /* sum over members (before union dedup) */
-	bool open;           /* accepting members */
+	int nids;  /* sum over members (before union dedup) */
+	bool open; /* accepting members */
 	TAILQ_ENTRY(batch) open_link;
 	struct event *timer; /* batch_max_wait_us with an idle backend */
 	int64_t cursor_id;
@@ -116,8 +116,8 @@ static bool scalar_ok(const bson_iter_t *it)
 
 /* The _id condition: v, {$eq: v} or {$in: [v...]} (non-empty). Calls `cb`
  * on each value when given. */
-static const char *classify_id_cond(const bson_iter_t *cond, void (*cb)(const bson_iter_t *, void *),
-				    void *arg)
+static const char *classify_id_cond(const bson_iter_t *cond,
+				    void (*cb)(const bson_iter_t *, void *), void *arg)
 {
 	bson_iter_t sub, val;
 	const char *op;
@@ -127,7 +127,8 @@ static const char *classify_id_cond(const bson_iter_t *cond, void (*cb)(const bs
 			cb(cond, arg);
 		return NULL;
 	}
-	if (!BSON_ITER_HOLDS_DOCUMENT(cond) || !bson_iter_recurse(cond, &sub) || !bson_iter_next(&sub))
+	if (!BSON_ITER_HOLDS_DOCUMENT(cond) || !bson_iter_recurse(cond, &sub) ||
+	    !bson_iter_next(&sub))
 		return "_id is not a scalar, {$eq} or {$in}";
 	op = bson_iter_key(&sub);
 	val = sub;
@@ -140,7 +141,8 @@ static const char *classify_id_cond(const bson_iter_t *cond, void (*cb)(const bs
 			cb(&val, arg);
 		return NULL;
 	}
-	if (strcmp(op, "$in") != 0 || !BSON_ITER_HOLDS_ARRAY(&val) || !bson_iter_recurse(&val, &sub))
+	if (strcmp(op, "$in") != 0 || !BSON_ITER_HOLDS_ARRAY(&val) ||
+	    !bson_iter_recurse(&val, &sub))
 		return "_id operator is not $eq or $in";
 	if (!bson_iter_next(&sub))
 		return "empty $in";
@@ -182,7 +184,8 @@ static const char *classify_projection(const bson_iter_t *p)
 
 		if (strncmp(k, "_id", 3) != 0)
 			continue;
-		if (strcmp(k, "_id") != 0 || !(BSON_ITER_HOLDS_NUMBER(&sub) || BSON_ITER_HOLDS_BOOL(&sub)) ||
+		if (strcmp(k, "_id") != 0 ||
+		    !(BSON_ITER_HOLDS_NUMBER(&sub) || BSON_ITER_HOLDS_BOOL(&sub)) ||
 		    !bson_iter_as_bool(&sub))
 			return "projection does not keep _id as is";
 	}
@@ -236,8 +239,8 @@ static const char *classify_limit(const bson_iter_t *limit, const bson_iter_t *f
 
 /* Keys a batchable find may carry; everything else disqualifies it. */
 static const char *const allowed_keys[] = {
-	"find", "filter", "projection", "limit", "singleBatch", "batchSize", "$db", "lsid",
-	"$clusterTime", "$readPreference", "readConcern", "maxTimeMS", NULL};
+    "find", "filter",	    "projection",      "limit",	      "singleBatch", "batchSize", "$db",
+    "lsid", "$clusterTime", "$readPreference", "readConcern", "maxTimeMS",   NULL};
 
 static bool allowed(const char *k)
 {
@@ -253,8 +256,8 @@ const char *batch_classify(const bson_t *cmd)
 	bool have_filter = false, have_limit = false;
 	const char *why;
 
-	if (!bson_iter_init(&it, cmd) || !bson_iter_next(&it) || strcmp(bson_iter_key(&it), "find") != 0 ||
-	    !BSON_ITER_HOLDS_UTF8(&it))
+	if (!bson_iter_init(&it, cmd) || !bson_iter_next(&it) ||
+	    strcmp(bson_iter_key(&it), "find") != 0 || !BSON_ITER_HOLDS_UTF8(&it))
 		return "not a find on a collection";
 	while (bson_iter_next(&it)) {
 		const char *k = bson_iter_key(&it);
@@ -373,12 +376,16 @@ int batch_compare_ids(const bson_value_t *a, const bson_value_t *b)
 	case BSON_TYPE_BOOL:
 		return (int)a->value.v_bool - (int)b->value.v_bool;
 	case BSON_TYPE_DATE_TIME:
-		return a->value.v_datetime < b->value.v_datetime ? -1 : a->value.v_datetime > b->value.v_datetime;
+		return a->value.v_datetime < b->value.v_datetime
+			   ? -1
+			   : a->value.v_datetime > b->value.v_datetime;
 	case BSON_TYPE_TIMESTAMP:
 		if (a->value.v_timestamp.timestamp != b->value.v_timestamp.timestamp)
-			return a->value.v_timestamp.timestamp < b->value.v_timestamp.timestamp ? -1 : 1;
-		return a->value.v_timestamp.increment < b->value.v_timestamp.increment ? -1
-		       : a->value.v_timestamp.increment > b->value.v_timestamp.increment;
+			return a->value.v_timestamp.timestamp < b->value.v_timestamp.timestamp ? -1
+											       : 1;
+		return a->value.v_timestamp.increment < b->value.v_timestamp.increment
+			   ? -1
+			   : a->value.v_timestamp.increment > b->value.v_timestamp.increment;
 	default: /* minKey, maxKey: one value each */
 		return 0;
 	}
@@ -435,7 +442,8 @@ static struct lookup *lookup_new(const bson_t *body)
 	struct collect c = {lk, 0};
 	bson_iter_t it, sub;
 
-	if (bson_iter_init_find(&it, body, "filter") && bson_iter_recurse(&it, &sub) && bson_iter_next(&sub))
+	if (bson_iter_init_find(&it, body, "filter") && bson_iter_recurse(&it, &sub) &&
+	    bson_iter_next(&sub))
 		classify_id_cond(&sub, collect_cb, &c);
 	lk->nids = sort_unique(lk->ids, lk->nids, true);
 	return lk;
@@ -455,7 +463,7 @@ static void lookup_free(struct lookup *lk)
 static void build_key(const bson_t *body, struct batch *b)
 {
 	static const char *const key_fields[] = {"projection", "readConcern", "$readPreference",
-						  "maxTimeMS", NULL};
+						 "maxTimeMS", NULL};
 	bson_iter_t it;
 	size_t dl = strlen(b->db) + 1, cl = strlen(b->coll) + 1;
 
@@ -834,7 +842,8 @@ static bool answer_member(struct batch *b, struct request *m)
 		/* ids are sorted and unique under MongoDB equality, and documents
 		 * have unique _id values, so each id matches at most one run. */
 		for (int j = lower_bound(b, &m->lookup->ids[i]);
-		     j < b->nfound && batch_compare_ids(&b->found[j].id, &m->lookup->ids[i]) == 0; j++) {
+		     j < b->nfound && batch_compare_ids(&b->found[j].id, &m->lookup->ids[i]) == 0;
+		     j++) {
 			bytes += b->found[j].doc->len;
 			if (bytes > REPLY_DOCS_MAX) {
 				bson_destroy(&reply);

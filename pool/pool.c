@@ -28,7 +28,7 @@ static int total_waiting;
 
 static const char *const overload_labels[] = {"SystemOverloadedError", "RetryableError", NULL};
 
-#define OVERLOAD_CODE     462
+#define OVERLOAD_CODE	  462
 #define OVERLOAD_CODENAME "IngressRequestRateLimitExceeded"
 
 const char *pool_name(const struct pool *p)
@@ -78,7 +78,8 @@ static bool resolve(struct pool *p, const mongoc_host_list_t *h, char *err, size
 	snprintf(port, sizeof(port), "%u", h->port);
 	rc = getaddrinfo(h->host, port, &hints, &res);
 	if (rc != 0) {
-		snprintf(err, errlen, "backend_uri: cannot resolve %s: %s", h->host, gai_strerror(rc));
+		snprintf(err, errlen, "backend_uri: cannot resolve %s: %s", h->host,
+			 gai_strerror(rc));
 		return false;
 	}
 	memcpy(&p->addr, res->ai_addr, res->ai_addrlen);
@@ -90,9 +91,10 @@ static bool resolve(struct pool *p, const mongoc_host_list_t *h, char *err, size
 static bool check_uri_support(const mongoc_uri_t *uri, char *err, size_t errlen)
 {
 	if (mongoc_uri_get_username(uri) != NULL) {
-		snprintf(err, errlen, "backend_uri: backend authentication not supported yet "
-				      "(remove the credentials, or put the proxy in front of a backend "
-				      "that does not require them)");
+		snprintf(err, errlen,
+			 "backend_uri: backend authentication not supported yet "
+			 "(remove the credentials, or put the proxy in front of a backend "
+			 "that does not require them)");
 		return false;
 	}
 	if (mongoc_uri_get_tls(uri)) {
@@ -222,7 +224,8 @@ static void dispatch(struct server *s, struct request *req)
 
 	if (req->queued) {
 		pool_unqueue(req);
-		hist_observe(&hist_queue_wait_ms, (double)(g.now_usec - req->enqueued_usec) / 1000.0);
+		hist_observe(&hist_queue_wait_ms,
+			     (double)(g.now_usec - req->enqueued_usec) / 1000.0);
 		if (req->round > p->round)
 			p->round = req->round;
 	}
@@ -412,7 +415,8 @@ static void expire_servers(struct pool *p, uint64_t now)
 
 	TAILQ_FOREACH_SAFE(s, &p->connecting, link, tmp)
 	if (now - s->created_usec > connect_limit)
-		server_close(s, 89, "NetworkTimeout", "connect/handshake timed out after %" PRId64 " ms",
+		server_close(s, 89, "NetworkTimeout",
+			     "connect/handshake timed out after %" PRId64 " ms",
 			     g.cfg.connect_timeout_ms);
 	if (query_limit)
 		TAILQ_FOREACH_SAFE(s, &p->active, link, tmp)
@@ -429,10 +433,11 @@ static void expire_servers(struct pool *p, uint64_t now)
 				     pool_live(p) > g.cfg.min_pool_size;
 
 		if (too_many)
-			server_close(s, 6, "HostUnreachable", "pool shrank (pool_size = %" PRId64 ")",
-				     g.cfg.pool_size);
+			server_close(s, 6, "HostUnreachable",
+				     "pool shrank (pool_size = %" PRId64 ")", g.cfg.pool_size);
 		else if (idle_too_long)
-			server_close(s, 6, "HostUnreachable", "idle for more than server_idle_timeout_ms");
+			server_close(s, 6, "HostUnreachable",
+				     "idle for more than server_idle_timeout_ms");
 	}
 }
 

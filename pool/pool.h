@@ -34,13 +34,13 @@ struct pool {
 	struct server_list idle;       /* SV_IDLE, most recently used first */
 	struct server_list active;     /* SV_ACTIVE */
 	int n_connecting, n_idle, n_active;
-	struct request_list waiting;   /* queued for a connection, by round */
+	struct request_list waiting; /* queued for a connection, by round */
 	int n_waiting;
 	struct request_list hello_waiters; /* handshakes waiting for backend_info */
-	uint64_t round;                /* round of the last dispatched request */
-	struct backend_info info;      /* from the latest backend hello */
-	bool usable;                   /* last hello said writable (or not yet known) */
-	uint64_t next_connect_usec;    /* backoff: no connect attempt before this */
+	uint64_t round;			   /* round of the last dispatched request */
+	struct backend_info info;	   /* from the latest backend hello */
+	bool usable;			   /* last hello said writable (or not yet known) */
+	uint64_t next_connect_usec;	   /* backoff: no connect attempt before this */
 	int64_t backoff_ms;
 	char last_error[256];
 	/* figures */
@@ -49,7 +49,7 @@ struct pool {
 
 /* Create the pools from the backend URI (host list). */
 bool pool_init_all(const char *uri_str, char *err, size_t errlen)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 void pool_shutdown_all(void);
 
 int pool_count(void);

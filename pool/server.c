@@ -162,7 +162,8 @@ void server_close(struct server *s, int code, const char *codename, const char *
 	va_start(ap, fmt);
 	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
-	server_log(req || was_connecting ? LOG_LVL_WARNING : LOG_LVL_INFO, s, "closing: %s", reason);
+	server_log(req || was_connecting ? LOG_LVL_WARNING : LOG_LVL_INFO, s, "closing: %s",
+		   reason);
 	bufferevent_disable(s->bev, EV_READ | EV_WRITE);
 	bufferevent_setcb(s->bev, NULL, NULL, NULL, NULL);
 	s->req = NULL;
@@ -210,8 +211,8 @@ static void handle_hello_reply(struct server *s, const uint8_t *data, size_t len
 	}
 	s->expect_response_to = 0;
 	STAT_INC(backend_connects);
-	server_debug(s, "ready (%s, wire %d..%d)", handshake_kind_name(bi.kind), bi.min_wire_version,
-		     bi.max_wire_version);
+	server_debug(s, "ready (%s, wire %d..%d)", handshake_kind_name(bi.kind),
+		     bi.min_wire_version, bi.max_wire_version);
 	pool_server_ready(s, &bi);
 }
 
@@ -246,7 +247,8 @@ static void handle_reply(struct server *s, struct evbuffer *buf, size_t len)
 
 	wire_read_header(data, &h);
 	if (h.opcode != OP_MSG || len < WIRE_HEADER_LEN + 5) {
-		server_close(s, 6, "HostUnreachable", "backend sent %s (opcode %d), expected OP_MSG",
+		server_close(s, 6, "HostUnreachable",
+			     "backend sent %s (opcode %d), expected OP_MSG",
 			     wire_opcode_name(h.opcode), h.opcode);
 		return;
 	}

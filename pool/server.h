@@ -36,7 +36,7 @@ struct server {
 	TAILQ_ENTRY(server) link;
 	struct pool *pool;
 	struct bufferevent *bev;
-	struct request *req;        /* SV_ACTIVE: the exchange in progress */
+	struct request *req;	    /* SV_ACTIVE: the exchange in progress */
 	int32_t expect_response_to; /* requestID of the message awaiting a reply, 0: none */
 	bool flush_then_release;    /* moreToCome: release once the bytes are written */
 	uint64_t created_usec;
@@ -71,7 +71,7 @@ void server_release(struct server *s);
 
 /* Close: the running request (if any) gets a network error; free deferred. */
 void server_close(struct server *s, int code, const char *codename, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 void server_set_state(struct server *s, enum server_state st);
 void server_free_deferred(void);

@@ -188,8 +188,8 @@ static bool output_full(const struct client *c)
 
 static bool may_parse(const struct client *c)
 {
-	return c->state == CL_ACTIVE && !c->closing && c->inflight < g.cfg.max_inflight_per_client &&
-	       !output_full(c);
+	return c->state == CL_ACTIVE && !c->closing &&
+	       c->inflight < g.cfg.max_inflight_per_client && !output_full(c);
 }
 
 static void set_reading(struct client *c, bool on)
@@ -211,7 +211,8 @@ void client_send(struct client *c, struct evbuffer *msg)
 	bufferevent_write_buffer(c->bev, msg);
 	if (output_full(c)) {
 		/* Wake up when half of it has drained. */
-		bufferevent_setwatermark(c->bev, EV_WRITE, (size_t)g.cfg.max_client_buffer_bytes / 2, 0);
+		bufferevent_setwatermark(c->bev, EV_WRITE,
+					 (size_t)g.cfg.max_client_buffer_bytes / 2, 0);
 		set_reading(c, false);
 	}
 }
@@ -291,10 +292,11 @@ static void handle_local(struct client *c, const struct wire_msg *m, const struc
 		admin_stats_reply(req);
 		return;
 	case ROUTE_AUTH:
-		request_fail(req, 18, "AuthenticationFailed",
-			     "mongoplex: client authentication is not supported yet; connect without "
-			     "credentials (the proxy authenticates to the backend itself)",
-			     NULL);
+		request_fail(
+		    req, 18, "AuthenticationFailed",
+		    "mongoplex: client authentication is not supported yet; connect without "
+		    "credentials (the proxy authenticates to the backend itself)",
+		    NULL);
 		return;
 	default:
 		request_fail(req, 59, "CommandNotFound", ri->refuse_msg, NULL);
@@ -387,7 +389,8 @@ static void handle_op_query(struct client *c, uint8_t *data, size_t len)
 	if (!wire_parse_query(data, len, &q, &err)) {
 		STAT_INC(bad_messages);
 		client_info(c, "bad OP_QUERY: %s", err.msg);
-		reply_error(c, wire_read_i32(data + 4), true, err.code, err.codename, err.msg, NULL);
+		reply_error(c, wire_read_i32(data + 4), true, err.code, err.codename, err.msg,
+			    NULL);
 		return;
 	}
 	dot = strchr(q.collection, '.');
@@ -395,10 +398,11 @@ static void handle_op_query(struct client *c, uint8_t *data, size_t len)
 	    strcmp(dot, ".$cmd") != 0 || !is_handshake_cmd(bson_iter_key(&it))) {
 		STAT_INC(bad_messages);
 		client_info(c, "refused legacy OP_QUERY on %s", q.collection);
-		reply_error(c, q.h.request_id, true, 352, "UnsupportedOpQueryCommand",
-			    "mongoplex: OP_QUERY is only supported for the hello/isMaster handshake; "
-			    "use OP_MSG",
-			    NULL);
+		reply_error(
+		    c, q.h.request_id, true, 352, "UnsupportedOpQueryCommand",
+		    "mongoplex: OP_QUERY is only supported for the hello/isMaster handshake; "
+		    "use OP_MSG",
+		    NULL);
 		return;
 	}
 	STAT_INC(requests_local);
@@ -417,10 +421,11 @@ static void handle_message(struct client *c, struct evbuffer *buf, size_t len)
 
 	STAT_INC(requests_total);
 	if (c->over_limit) {
-		snprintf(msg, sizeof(msg), "mongoplex: too many client connections (max_client_conn = %" PRId64 ")",
+		snprintf(msg, sizeof(msg),
+			 "mongoplex: too many client connections (max_client_conn = %" PRId64 ")",
 			 g.cfg.max_client_conn);
-		reply_error(c, wire_read_i32(data + 4), opcode == OP_QUERY, 458,
-			    "SystemOverloaded", msg, overload_labels);
+		reply_error(c, wire_read_i32(data + 4), opcode == OP_QUERY, 458, "SystemOverloaded",
+			    msg, overload_labels);
 		c->closing = true;
 		return;
 	}
@@ -464,13 +469,16 @@ static void process_input(struct client *c)
 
 	while (may_parse(c)) {
 		size_t avail = evbuffer_get_length(in);
-		const uint8_t *hdr = evbuffer_pullup(in, avail < WIRE_HEADER_LEN ? (ssize_t)avail : WIRE_HEADER_LEN);
+		const uint8_t *hdr =
+		    evbuffer_pullup(in, avail < WIRE_HEADER_LEN ? (ssize_t)avail : WIRE_HEADER_LEN);
 		int32_t len = 0;
 		struct evbuffer *msg;
 
 		switch (wire_frame_check(hdr, avail, &len)) {
 		case WIRE_FRAME_NEED_MORE:
-			c->partial_since_usec = avail ? (c->partial_since_usec ? c->partial_since_usec : g.now_usec) : 0;
+			c->partial_since_usec =
+			    avail ? (c->partial_since_usec ? c->partial_since_usec : g.now_usec)
+				  : 0;
 			if (len > g.cfg.max_client_buffer_bytes)
 				bufferevent_setwatermark(c->bev, EV_READ, 0, (size_t)len);
 			set_reading(c, true);
@@ -532,7 +540,8 @@ void client_request_finished(struct client *c)
 {
 	if (c->state != CL_ACTIVE)
 		return;
-	bufferevent_trigger(c->bev, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+	bufferevent_trigger(c->bev, EV_WRITE,
+			    BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
 }
 
 void client_close_all(const char *reason)
@@ -553,10 +562,13 @@ void client_janitor(uint64_t now)
 	{
 		if (c->partial_since_usec && now - c->partial_since_usec > read_us) {
 			STAT_INC(clients_closed_error);
-			client_close(c, "incomplete message for more than %" PRId64 " ms (client_read_timeout_ms)",
+			client_close(c,
+				     "incomplete message for more than %" PRId64
+				     " ms (client_read_timeout_ms)",
 				     g.cfg.client_read_timeout_ms);
 		} else if (idle_us && c->inflight == 0 && now - c->last_active_usec > idle_us) {
-			client_close(c, "idle for more than %" PRId64 " ms (client_idle_timeout_ms)",
+			client_close(c,
+				     "idle for more than %" PRId64 " ms (client_idle_timeout_ms)",
 				     g.cfg.client_idle_timeout_ms);
 		}
 	}

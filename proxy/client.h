@@ -31,14 +31,14 @@ struct client {
 	struct bufferevent *bev;
 	char peer[64];
 	struct request_list requests; /* parsed and not yet answered */
-	int inflight;                 /* entries in `requests` */
-	uint64_t last_round;          /* fair-queuing round of its last queued request */
+	int inflight;		      /* entries in `requests` */
+	uint64_t last_round;	      /* fair-queuing round of its last queued request */
 	uint64_t connected_usec;
-	uint64_t last_active_usec;    /* last byte received or reply sent */
-	uint64_t partial_since_usec;  /* 0, or when an incomplete message began */
-	bool hello_seen;              /* first hello (with metadata) done */
-	bool over_limit;              /* accepted beyond max_client_conn: refuse and close */
-	bool closing;                 /* flush output, then close */
+	uint64_t last_active_usec;   /* last byte received or reply sent */
+	uint64_t partial_since_usec; /* 0, or when an incomplete message began */
+	bool hello_seen;	     /* first hello (with metadata) done */
+	bool over_limit;	     /* accepted beyond max_client_conn: refuse and close */
+	bool closing;		     /* flush output, then close */
 	bool reading_paused;
 };
 

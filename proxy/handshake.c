@@ -59,16 +59,15 @@ static enum backend_kind classify_backend(const bson_t *reply, struct backend_in
 	if (bson_iter_init_find(&it, reply, "setName") && BSON_ITER_HOLDS_UTF8(&it)) {
 		snprintf(bi->set_name, sizeof(bi->set_name), "%s", bson_iter_utf8(&it, NULL));
 		return get_bool(reply, "isWritablePrimary") || get_bool(reply, "ismaster")
-			       ? BACKEND_RS_PRIMARY
-			       : BACKEND_RS_OTHER;
+			   ? BACKEND_RS_PRIMARY
+			   : BACKEND_RS_OTHER;
 	}
 	if (get_bool(reply, "isreplicaset"))
 		return BACKEND_RS_OTHER;
 	return BACKEND_STANDALONE;
 }
 
-bool handshake_parse_backend(const bson_t *reply, struct backend_info *bi, char *err,
-			     size_t errlen)
+bool handshake_parse_backend(const bson_t *reply, struct backend_info *bi, char *err, size_t errlen)
 {
 	memset(bi, 0, sizeof(*bi));
 	if (!get_bool(reply, "ok")) {

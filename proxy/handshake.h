@@ -37,8 +37,8 @@ struct backend_info {
 void handshake_backend_hello(bson_t *cmd);
 
 /* Parse a backend's hello reply; false + err when it is unusable. */
-bool handshake_parse_backend(const bson_t *reply, struct backend_info *bi, char *err,
-			     size_t errlen) __attribute__((warn_unused_result));
+bool handshake_parse_backend(const bson_t *reply, struct backend_info *bi, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
 
 const char *handshake_kind_name(enum backend_kind kind);
 

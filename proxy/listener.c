@@ -24,8 +24,8 @@ static struct evconnlistener *listeners[MAX_LISTENERS];
 static int nlisteners;
 static struct event *resume_ev;
 
-static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *addr,
-		      int len, void *arg)
+static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *addr, int len,
+		      void *arg)
 {
 	(void)l;
 	(void)arg;
@@ -61,8 +61,8 @@ static bool add_listener(const struct sockaddr *sa, socklen_t len, const char *w
 			 size_t errlen)
 {
 	struct evconnlistener *l = evconnlistener_new_bind(
-		g.base, accept_cb, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
-		1024, sa, (int)len);
+	    g.base, accept_cb, NULL,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, 1024, sa, (int)len);
 
 	if (l == NULL) {
 		snprintf(err, errlen, "cannot listen on %s: %s", what, strerror(errno));
@@ -75,7 +75,8 @@ static bool add_listener(const struct sockaddr *sa, socklen_t len, const char *w
 
 static bool listen_tcp(char *err, size_t errlen)
 {
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICHOST};
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_PASSIVE | AI_NUMERICHOST};
 	struct addrinfo *res;
 	struct sockaddr_storage bound;
 	socklen_t blen = sizeof(bound);
@@ -85,7 +86,8 @@ static bool listen_tcp(char *err, size_t errlen)
 	snprintf(port, sizeof(port), "%d", (int)g.cfg.listen_port);
 	rc = getaddrinfo(g.cfg.listen_addr, port, &hints, &res);
 	if (rc != 0) {
-		snprintf(err, errlen, "listen_addr \"%s\": %s", g.cfg.listen_addr, gai_strerror(rc));
+		snprintf(err, errlen, "listen_addr \"%s\": %s", g.cfg.listen_addr,
+			 gai_strerror(rc));
 		return false;
 	}
 	snprintf(what, sizeof(what), "%s:%s", g.cfg.listen_addr, port);
@@ -94,9 +96,11 @@ static bool listen_tcp(char *err, size_t errlen)
 		return false;
 	}
 	freeaddrinfo(res);
-	getsockname(evconnlistener_get_fd(listeners[nlisteners - 1]), (struct sockaddr *)&bound, &blen);
+	getsockname(evconnlistener_get_fd(listeners[nlisteners - 1]), (struct sockaddr *)&bound,
+		    &blen);
 	if (bound.ss_family == AF_INET6)
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&bound)->sin6_addr, host, sizeof(host));
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&bound)->sin6_addr, host,
+			  sizeof(host));
 	else
 		inet_ntop(AF_INET, &((struct sockaddr_in *)&bound)->sin_addr, host, sizeof(host));
 	log_info("listening on %s:%u", host,

@@ -45,8 +45,8 @@ static void log_vwrite(enum log_level lvl, const char *fmt, va_list ap)
 	gettimeofday(&tv, NULL);
 	gmtime_r(&tv.tv_sec, &tm);
 	n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
-	n += (size_t)snprintf(line + n, sizeof(line) - n, ".%03dZ [%d] %s ", (int)(tv.tv_usec / 1000),
-			      (int)getpid(), level_names[lvl]);
+	n += (size_t)snprintf(line + n, sizeof(line) - n, ".%03dZ [%d] %s ",
+			      (int)(tv.tv_usec / 1000), (int)getpid(), level_names[lvl]);
 	vsnprintf(line + n, sizeof(line) - n, fmt, ap);
 	fprintf(stderr, "%s\n", line);
 }

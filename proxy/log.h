@@ -25,7 +25,7 @@ void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(pri
 _Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #define log_enabled(lvl) ((lvl) <= log_current_level)
-#define log_error(...) log_msg(LOG_LVL_ERROR, __VA_ARGS__)
+#define log_error(...)	 log_msg(LOG_LVL_ERROR, __VA_ARGS__)
 #define log_warning(...)                                                                           \
 	do {                                                                                       \
 		if (log_enabled(LOG_LVL_WARNING))                                                  \

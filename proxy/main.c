@@ -14,30 +14,31 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"Usage: mongoplex [-c FILE] [options]\n"
-		"Connection-pooling query proxy for MongoDB.\n\n"
-		"  -c, --config FILE          configuration file (INI; see mongoplex.ini(5))\n"
-		"  -t, --test-config          load and validate the configuration, then exit\n"
-		"  -v, --verbose              log at debug level (overrides log_level)\n"
-		"      --help-config          describe every setting\n"
-		"      --write-example-config print the annotated example configuration\n"
-		"  -V, --version              print the version\n"
-		"  -h, --help                 this text\n\n"
-		"Signals: SIGHUP reloads the config, SIGTERM shuts down gracefully, SIGINT exits.\n");
+	fprintf(
+	    out,
+	    "Usage: mongoplex [-c FILE] [options]\n"
+	    "Connection-pooling query proxy for MongoDB.\n\n"
+	    "  -c, --config FILE          configuration file (INI; see mongoplex.ini(5))\n"
+	    "  -t, --test-config          load and validate the configuration, then exit\n"
+	    "  -v, --verbose              log at debug level (overrides log_level)\n"
+	    "      --help-config          describe every setting\n"
+	    "      --write-example-config print the annotated example configuration\n"
+	    "  -V, --version              print the version\n"
+	    "  -h, --help                 this text\n\n"
+	    "Signals: SIGHUP reloads the config, SIGTERM shuts down gracefully, SIGINT exits.\n");
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"test-config", no_argument, NULL, 't'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"version", no_argument, NULL, 'V'},
-		{"help", no_argument, NULL, 'h'},
-		{"help-config", no_argument, NULL, 1},
-		{"write-example-config", no_argument, NULL, 2},
-		{NULL, 0, NULL, 0},
+	    {"config", required_argument, NULL, 'c'},
+	    {"test-config", no_argument, NULL, 't'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"version", no_argument, NULL, 'V'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"help-config", no_argument, NULL, 1},
+	    {"write-example-config", no_argument, NULL, 2},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *path = NULL;
 	bool test_only = false, verbose = false;

@@ -42,7 +42,8 @@ bool metrics_start(char *err, size_t errlen)
 	if (g.cfg.metrics_listen[0] == '\0')
 		return true;
 	colon = strrchr(g.cfg.metrics_listen, ':');
-	snprintf(host, sizeof(host), "%.*s", (int)(colon - g.cfg.metrics_listen), g.cfg.metrics_listen);
+	snprintf(host, sizeof(host), "%.*s", (int)(colon - g.cfg.metrics_listen),
+		 g.cfg.metrics_listen);
 	port = atoi(colon + 1);
 	http = evhttp_new(g.base);
 	if (http == NULL || evhttp_bind_socket(http, host, (uint16_t)port) != 0) {

@@ -15,10 +15,10 @@
 
 struct proxy_globals {
 	struct event_base *base;
-	struct cfg cfg;          /* the settings in force */
-	const char *cfg_path;    /* file given with -c, for reload; NULL: defaults */
-	uint64_t now_usec;       /* cached monotonic-ish clock (event_base cached time) */
-	bool shutting_down;      /* SIGTERM received: refuse new work, drain */
+	struct cfg cfg;	      /* the settings in force */
+	const char *cfg_path; /* file given with -c, for reload; NULL: defaults */
+	uint64_t now_usec;    /* cached monotonic-ish clock (event_base cached time) */
+	bool shutting_down;   /* SIGTERM received: refuse new work, drain */
 	uint64_t shutdown_deadline_usec;
 	int exit_code;
 };

@@ -39,23 +39,23 @@ struct request {
 	struct client *client;
 	TAILQ_ENTRY(request) client_link;
 	TAILQ_ENTRY(request) queue_link;
-	bool queued;                 /* on some queue through queue_link */
-	struct evbuffer *msg;        /* message to send, header included */
-	int32_t client_request_id;   /* the client's requestID (our reply's responseTo) */
-	int32_t backend_request_id;  /* our requestID on the backend */
-	bool more_to_come;           /* client set moreToCome: no reply expected */
-	bool retryable_write;        /* has txnNumber outside a transaction */
-	bool sent;                   /* bytes handed to a backend: may have executed */
-	bool legacy_reply;           /* answer with OP_REPLY (legacy OP_QUERY handshake) */
-	uint64_t round;              /* fair-queuing round (pool.c) */
+	bool queued;		    /* on some queue through queue_link */
+	struct evbuffer *msg;	    /* message to send, header included */
+	int32_t client_request_id;  /* the client's requestID (our reply's responseTo) */
+	int32_t backend_request_id; /* our requestID on the backend */
+	bool more_to_come;	    /* client set moreToCome: no reply expected */
+	bool retryable_write;	    /* has txnNumber outside a transaction */
+	bool sent;		    /* bytes handed to a backend: may have executed */
+	bool legacy_reply;	    /* answer with OP_REPLY (legacy OP_QUERY handshake) */
+	uint64_t round;		    /* fair-queuing round (pool.c) */
 	uint64_t enqueued_usec;
 	uint64_t started_usec;
 	struct pool *pool;
 	struct server *server;
 	char cmd[64];
-	bson_t *hello_cmd;           /* REQ_HELLO: the client's command, kept */
-	struct batch *batch;         /* REQ_BATCH */
-	struct lookup *lookup;       /* REQ_LOOKUP */
+	bson_t *hello_cmd;     /* REQ_HELLO: the client's command, kept */
+	struct batch *batch;   /* REQ_BATCH */
+	struct lookup *lookup; /* REQ_LOOKUP */
 };
 
 TAILQ_HEAD(request_list, request);

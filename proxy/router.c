@@ -8,7 +8,7 @@
 #include <strings.h>
 
 static const char *const auth_cmds[] = {"saslStart", "saslContinue", "authenticate",
-					"logout", "getnonce", NULL};
+					"logout",    "getnonce",     NULL};
 
 /* Commands that change per-connection server state, which transaction-level
  * pooling cannot honour; refusing them is clearer than misbehaving. */

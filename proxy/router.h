@@ -18,12 +18,12 @@ enum route {
 
 struct route_info {
 	enum route route;
-	char cmd[64];         /* first key of the body */
-	const char *db;       /* $db, points into the body */
-	bool cursor_op;       /* getMore / killCursors: must reach the cursor's server */
-	bool in_txn;          /* carries txnNumber with autocommit:false */
+	char cmd[64];	      /* first key of the body */
+	const char *db;	      /* $db, points into the body */
+	bool cursor_op;	      /* getMore / killCursors: must reach the cursor's server */
+	bool in_txn;	      /* carries txnNumber with autocommit:false */
 	bool retryable_write; /* carries txnNumber outside a transaction */
-	bool is_find;         /* candidate for the batcher */
+	bool is_find;	      /* candidate for the batcher */
 	const char *refuse_msg;
 };
 

@@ -14,14 +14,27 @@
 
 struct mp_counters stats;
 
-struct hist hist_queue_wait_ms = {
-	"queue_wait_ms", "Time requests waited for a backend connection (ms)", 10,
-	{0.1, 0.5, 1, 2, 5, 10, 50, 100, 1000, 10000}, {0}, 0, 0};
-struct hist hist_batch_ids = {"batch_ids", "Distinct _id values per merged query", 10,
-			      {1, 2, 4, 8, 16, 32, 64, 128, 512, 1000}, {0}, 0, 0};
+struct hist hist_queue_wait_ms = {"queue_wait_ms",
+				  "Time requests waited for a backend connection (ms)",
+				  10,
+				  {0.1, 0.5, 1, 2, 5, 10, 50, 100, 1000, 10000},
+				  {0},
+				  0,
+				  0};
+struct hist hist_batch_ids = {"batch_ids",
+			      "Distinct _id values per merged query",
+			      10,
+			      {1, 2, 4, 8, 16, 32, 64, 128, 512, 1000},
+			      {0},
+			      0,
+			      0};
 struct hist hist_batch_wait_ms = {"batch_wait_ms",
-				  "Time lookups waited for their merged query to be sent (ms)", 9,
-				  {0.05, 0.1, 0.5, 1, 2, 5, 10, 100, 1000}, {0}, 0, 0};
+				  "Time lookups waited for their merged query to be sent (ms)",
+				  9,
+				  {0.05, 0.1, 0.5, 1, 2, 5, 10, 100, 1000},
+				  {0},
+				  0,
+				  0};
 
 static struct hist *const hists[] = {&hist_queue_wait_ms, &hist_batch_ids, &hist_batch_wait_ms};
 #define NHISTS (sizeof(hists) / sizeof(hists[0]))
@@ -62,7 +75,7 @@ static void gauges_read(struct gauges *gs)
 	X(clients, "Client connections open")                                                      \
 	X(clients_idle, "Clients with no request in flight")                                       \
 	X(clients_waiting, "Clients whose requests wait for a backend connection")                 \
-	X(clients_running, "Clients with a request running on a backend")                        \
+	X(clients_running, "Clients with a request running on a backend")                          \
 	X(servers_connecting, "Backend connections being established")                             \
 	X(servers_idle, "Backend connections idle in the pool")                                    \
 	X(servers_active, "Backend connections running a request")                                 \
@@ -164,14 +177,16 @@ void stats_to_prometheus(struct evbuffer *out)
 
 	gauges_read(&gs);
 #define X(name, help)                                                                              \
-	evbuffer_add_printf(out, "# HELP mongoplex_%s_total %s\n# TYPE mongoplex_%s_total counter\n" \
-				 "mongoplex_%s_total %llu\n",                                      \
+	evbuffer_add_printf(out,                                                                   \
+			    "# HELP mongoplex_%s_total %s\n# TYPE mongoplex_%s_total counter\n"    \
+			    "mongoplex_%s_total %llu\n",                                           \
 			    #name, help, #name, #name, (unsigned long long)stats.name);
 	MP_COUNTERS(X)
 #undef X
 #define X(name, help)                                                                              \
-	evbuffer_add_printf(out, "# HELP mongoplex_%s %s\n# TYPE mongoplex_%s gauge\nmongoplex_%s %d\n", \
-			    #name, help, #name, #name, gs.name);
+	evbuffer_add_printf(                                                                       \
+	    out, "# HELP mongoplex_%s %s\n# TYPE mongoplex_%s gauge\nmongoplex_%s %d\n", #name,    \
+	    help, #name, #name, gs.name);
 	MP_GAUGES(X)
 #undef X
 	for (size_t i = 0; i < NHISTS; i++)

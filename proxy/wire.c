@@ -81,7 +81,8 @@ static bool check_doc(const uint8_t *p, size_t room, uint32_t *doc_len, struct w
 			       len);
 		return false;
 	}
-	if (!bson_init_static(&b, p, (size_t)len) || !bson_validate(&b, BSON_VALIDATE_NONE, &bad_off)) {
+	if (!bson_init_static(&b, p, (size_t)len) ||
+	    !bson_validate(&b, BSON_VALIDATE_NONE, &bad_off)) {
 		wire_set_error(err, 22, "InvalidBSON", "%s: invalid BSON", what);
 		return false;
 	}
@@ -166,7 +167,8 @@ bool wire_parse_msg(const uint8_t *data, size_t len, struct wire_msg *m, struct 
 
 		if (kind == 0) {
 			if (have_body) {
-				wire_set_error(err, 2, "BadValue", "OP_MSG: more than one body section");
+				wire_set_error(err, 2, "BadValue",
+					       "OP_MSG: more than one body section");
 				return false;
 			}
 			if (!check_doc(data + off, len - off, &n, err, "OP_MSG body"))
@@ -188,7 +190,8 @@ bool wire_parse_msg(const uint8_t *data, size_t len, struct wire_msg *m, struct 
 		wire_set_error(err, 2, "BadValue", "OP_MSG: no body section");
 		return false;
 	}
-	if (!bson_init_static(&m->body, data + m->body_offset, (size_t)wire_read_i32(data + m->body_offset)))
+	if (!bson_init_static(&m->body, data + m->body_offset,
+			      (size_t)wire_read_i32(data + m->body_offset)))
 		return false;
 	return true;
 }
@@ -230,8 +233,7 @@ static void unwrap_query(struct wire_query *q)
 	}
 }
 
-bool wire_parse_query(const uint8_t *data, size_t len, struct wire_query *q,
-		      struct wire_error *err)
+bool wire_parse_query(const uint8_t *data, size_t len, struct wire_query *q, struct wire_error *err)
 {
 	size_t off = WIRE_HEADER_LEN + 4;
 	const uint8_t *nul;
@@ -290,8 +292,8 @@ static void put_header(uint8_t *h, int32_t len, int32_t request_id, int32_t resp
 	wire_write_i32(h + 12, opcode);
 }
 
-void wire_append_msg(struct evbuffer *out, int32_t request_id, int32_t response_to,
-		     uint32_t flags, const bson_t *doc)
+void wire_append_msg(struct evbuffer *out, int32_t request_id, int32_t response_to, uint32_t flags,
+		     const bson_t *doc)
 {
 	uint8_t h[WIRE_HEADER_LEN + 5];
 
@@ -310,9 +312,9 @@ void wire_append_op_reply(struct evbuffer *out, int32_t response_to, uint32_t fl
 	put_header(h, (int32_t)(sizeof(h) + doc->len), wire_next_request_id(), response_to,
 		   OP_REPLY);
 	wire_write_i32(h + 16, (int32_t)flags);
-	memset(h + 20, 0, 8);       /* cursorID */
-	wire_write_i32(h + 28, 0);  /* startingFrom */
-	wire_write_i32(h + 32, 1);  /* numberReturned */
+	memset(h + 20, 0, 8);	   /* cursorID */
+	wire_write_i32(h + 28, 0); /* startingFrom */
+	wire_write_i32(h + 32, 1); /* numberReturned */
 	evbuffer_add(out, h, sizeof(h));
 	evbuffer_add(out, bson_get_data(doc), doc->len);
 }

@@ -15,9 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define WIRE_HEADER_LEN      16
-#define WIRE_MAX_MESSAGE     48000000 /* maxMessageSizeBytes of every mongod */
-#define WIRE_MAX_BSON        (16 * 1024 * 1024)
+#define WIRE_HEADER_LEN	 16
+#define WIRE_MAX_MESSAGE 48000000 /* maxMessageSizeBytes of every mongod */
+#define WIRE_MAX_BSON	 (16 * 1024 * 1024)
 
 enum wire_opcode {
 	OP_REPLY = 1,
@@ -35,12 +35,12 @@ enum wire_opcode {
 #define MSG_CHECKSUM_PRESENT (1u << 0)
 #define MSG_MORE_TO_COME     (1u << 1)
 #define MSG_EXHAUST_ALLOWED  (1u << 16)
-#define MSG_KNOWN_FLAGS      (MSG_CHECKSUM_PRESENT | MSG_MORE_TO_COME | MSG_EXHAUST_ALLOWED)
+#define MSG_KNOWN_FLAGS	     (MSG_CHECKSUM_PRESENT | MSG_MORE_TO_COME | MSG_EXHAUST_ALLOWED)
 #define MSG_REQUIRED_MASK    0xFFFFu /* unknown bits here must be rejected */
 
 /* OP_REPLY responseFlags */
-#define REPLY_QUERY_FAILURE  (1u << 1)
-#define REPLY_AWAIT_CAPABLE  (1u << 3)
+#define REPLY_QUERY_FAILURE (1u << 1)
+#define REPLY_AWAIT_CAPABLE (1u << 3)
 
 struct wire_header {
 	int32_t len;
@@ -60,9 +60,9 @@ struct wire_error {
 struct wire_msg {
 	struct wire_header h;
 	uint32_t flags;
-	bson_t body;          /* kind-0 section (static view) */
-	uint32_t body_offset; /* offset of the body document in the message */
-	int nsequences;       /* kind-1 sections */
+	bson_t body;		  /* kind-0 section (static view) */
+	uint32_t body_offset;	  /* offset of the body document in the message */
+	int nsequences;		  /* kind-1 sections */
 	const uint8_t *seq_start; /* first kind-1 section, or NULL */
 };
 
@@ -71,13 +71,13 @@ struct wire_query {
 	struct wire_header h;
 	int32_t flags;
 	const char *collection; /* "db.$cmd" */
-	bson_t query;           /* the command, unwrapped from $query if present */
+	bson_t query;		/* the command, unwrapped from $query if present */
 };
 
 enum wire_frame {
 	WIRE_FRAME_NEED_MORE, /* header or body incomplete */
 	WIRE_FRAME_READY,     /* *len_out bytes form one message */
-	WIRE_FRAME_BAD,       /* messageLength out of [16, 48 MB]: framing lost */
+	WIRE_FRAME_BAD,	      /* messageLength out of [16, 48 MB]: framing lost */
 };
 
 void wire_read_header(const uint8_t *p, struct wire_header *h);
@@ -88,9 +88,9 @@ int32_t wire_read_i32(const uint8_t *p);
 enum wire_frame wire_frame_check(const uint8_t *hdr, size_t avail, int32_t *len_out);
 
 bool wire_parse_msg(const uint8_t *data, size_t len, struct wire_msg *m, struct wire_error *err)
-	__attribute__((warn_unused_result));
-bool wire_parse_query(const uint8_t *data, size_t len, struct wire_query *q,
-		      struct wire_error *err) __attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
+bool wire_parse_query(const uint8_t *data, size_t len, struct wire_query *q, struct wire_error *err)
+    __attribute__((warn_unused_result));
 
 /* Each kind-1 section in turn: identifier and its documents' bytes. */
 typedef bool (*wire_seq_cb)(const char *ident, const uint8_t *docs, size_t len, void *arg);
@@ -103,8 +103,8 @@ size_t wire_msg_prepare_forward(uint8_t *data, size_t len);
 int32_t wire_next_request_id(void);
 
 /* Replies. */
-void wire_append_msg(struct evbuffer *out, int32_t request_id, int32_t response_to,
-		     uint32_t flags, const bson_t *doc);
+void wire_append_msg(struct evbuffer *out, int32_t request_id, int32_t response_to, uint32_t flags,
+		     const bson_t *doc);
 void wire_append_op_reply(struct evbuffer *out, int32_t response_to, uint32_t flags,
 			  const bson_t *doc);
 
@@ -113,6 +113,6 @@ void wire_error_doc(bson_t *doc, int code, const char *codename, const char *msg
 		    const char *const *labels);
 
 void wire_set_error(struct wire_error *err, int code, const char *codename, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 const char *wire_opcode_name(int32_t opcode);
