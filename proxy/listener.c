@@ -103,9 +103,9 @@ static bool listen_tcp(char *err, size_t errlen)
 			  sizeof(host));
 	else
 		inet_ntop(AF_INET, &((struct sockaddr_in *)&bound)->sin_addr, host, sizeof(host));
-	log_info("listening on %s:%u", host,
-		 ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
-						   : ((struct sockaddr_in *)&bound)->sin_port));
+	log_notice("listening on %s:%u", host,
+		   ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+						     : ((struct sockaddr_in *)&bound)->sin_port));
 	return true;
 }
 
@@ -122,7 +122,7 @@ static bool listen_unix(char *err, size_t errlen)
 	if (!add_listener((struct sockaddr *)&un, sizeof(un), g.cfg.unix_socket, err, errlen))
 		return false;
 	chmod(un.sun_path, 0777);
-	log_info("listening on unix socket %s", g.cfg.unix_socket);
+	log_notice("listening on unix socket %s", g.cfg.unix_socket);
 	return true;
 }
 

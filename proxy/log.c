@@ -35,7 +35,7 @@ const char *log_level_name(enum log_level lvl)
 	return level_names[lvl];
 }
 
-static void log_vwrite(enum log_level lvl, const char *fmt, va_list ap)
+static void log_vwrite(const char *lvl, const char *fmt, va_list ap)
 {
 	char line[2048];
 	struct timeval tv;
@@ -46,7 +46,7 @@ static void log_vwrite(enum log_level lvl, const char *fmt, va_list ap)
 	gmtime_r(&tv.tv_sec, &tm);
 	n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
 	n += (size_t)snprintf(line + n, sizeof(line) - n, ".%03dZ [%d] %s ",
-			      (int)(tv.tv_usec / 1000), (int)getpid(), level_names[lvl]);
+			      (int)(tv.tv_usec / 1000), (int)getpid(), lvl);
 	vsnprintf(line + n, sizeof(line) - n, fmt, ap);
 	fprintf(stderr, "%s\n", line);
 }
@@ -58,7 +58,16 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 	if (!log_enabled(lvl))
 		return;
 	va_start(ap, fmt);
-	log_vwrite(lvl, fmt, ap);
+	log_vwrite(level_names[lvl], fmt, ap);
+	va_end(ap);
+}
+
+void log_notice(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vwrite("notice", fmt, ap);
 	va_end(ap);
 }
 
@@ -67,7 +76,7 @@ void fatal(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	log_vwrite(LOG_LVL_ERROR, fmt, ap);
+	log_vwrite("fatal", fmt, ap);
 	va_end(ap);
 	exit(1);
 }

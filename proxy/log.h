@@ -22,6 +22,8 @@ extern enum log_level log_current_level;
 bool log_parse_level(const char *name, enum log_level *out) __attribute__((warn_unused_result));
 const char *log_level_name(enum log_level lvl);
 void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Lifecycle lines (listening, started, reloaded, exiting): printed at every level. */
+void log_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 _Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #define log_enabled(lvl) ((lvl) <= log_current_level)

@@ -52,7 +52,7 @@ bool metrics_start(char *err, size_t errlen)
 	}
 	evhttp_set_cb(http, "/metrics", metrics_cb, NULL);
 	evhttp_set_gencb(http, notfound_cb, NULL);
-	log_info("metrics on http://%s/metrics", g.cfg.metrics_listen);
+	log_notice("metrics on http://%s/metrics", g.cfg.metrics_listen);
 	return true;
 }
 

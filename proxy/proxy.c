@@ -77,8 +77,8 @@ void proxy_reload(void)
 	g.cfg = next;
 	proxy_apply_cfg();
 	STAT_INC(reloads);
-	log_info("reloaded %s (pool_size=%" PRId64 ", batching=%s, log_level=%s)", g.cfg_path,
-		 g.cfg.pool_size, g.cfg.batching ? "on" : "off", log_level_name(g.cfg.log_level));
+	log_notice("reloaded %s (pool_size=%" PRId64 ", batching=%s, log_level=%s)", g.cfg_path,
+		   g.cfg.pool_size, g.cfg.batching ? "on" : "off", log_level_name(g.cfg.log_level));
 	notify("READY=1");
 }
 
@@ -98,7 +98,7 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
 	(void)arg;
 	proxy_tick();
 	if (drained()) {
-		log_info("shutdown: all in-flight requests done, exiting");
+		log_notice("shutdown: all in-flight requests done, exiting");
 		event_base_loopexit(g.base, NULL);
 	} else if (g.now_usec >= g.shutdown_deadline_usec) {
 		log_warning("shutdown: shutdown_timeout_ms (%" PRId64 ") expired with requests in "
@@ -116,8 +116,9 @@ static void begin_shutdown(void)
 		return;
 	g.shutting_down = true;
 	notify("STOPPING=1");
-	log_info("SIGTERM: no longer accepting; draining in-flight requests (up to %" PRId64 " ms)",
-		 g.cfg.shutdown_timeout_ms);
+	log_notice("SIGTERM: no longer accepting; draining in-flight requests (up to %" PRId64
+		   " ms)",
+		   g.cfg.shutdown_timeout_ms);
 	listener_stop();
 	g.shutdown_deadline_usec = g.now_usec + (uint64_t)g.cfg.shutdown_timeout_ms * 1000;
 	drain_ev = event_new(g.base, -1, EV_PERSIST, drain_cb, NULL);
@@ -139,7 +140,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 		begin_shutdown();
 		break;
 	case SIGINT:
-		log_info("SIGINT: exiting now");
+		log_notice("SIGINT: exiting now");
 		notify("STOPPING=1");
 		event_base_loopexit(g.base, NULL);
 		break;
@@ -192,8 +193,8 @@ int proxy_main(struct cfg *cfg, const char *cfg_path)
 		fatal("%s", err);
 	if (!metrics_start(err, sizeof(err)))
 		fatal("%s", err);
-	log_info("mongoplex %s started: backend %s, pool_size %" PRId64 ", batching %s", MP_VERSION,
-		 pool_target()->name, g.cfg.pool_size, g.cfg.batching ? "on" : "off");
+	log_notice("mongoplex %s started: backend %s, pool_size %" PRId64 ", batching %s",
+		   MP_VERSION, pool_target()->name, g.cfg.pool_size, g.cfg.batching ? "on" : "off");
 	notify("READY=1");
 	event_base_dispatch(g.base);
 	teardown();

@@ -64,7 +64,7 @@ void request_done(struct request *req)
 
 void request_reply_raw(struct request *req, struct evbuffer *reply)
 {
-	if (req->client != NULL)
+	if (req->client != NULL && !req->more_to_come)
 		client_send(req->client, reply);
 	request_done(req);
 }
