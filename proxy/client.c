@@ -479,8 +479,12 @@ static void process_input(struct client *c)
 			c->partial_since_usec =
 			    avail ? (c->partial_since_usec ? c->partial_since_usec : g.now_usec)
 				  : 0;
-			if (len > g.cfg.max_client_buffer_bytes)
-				bufferevent_setwatermark(c->bev, EV_READ, 0, (size_t)len);
+			/* A message may exceed the buffer limit (up to 48 MB):
+			 * let it in whole, then go back to the limit. */
+			bufferevent_setwatermark(c->bev, EV_READ, 0,
+						 (size_t)(len > g.cfg.max_client_buffer_bytes
+								  ? len
+								  : g.cfg.max_client_buffer_bytes));
 			set_reading(c, true);
 			return;
 		case WIRE_FRAME_BAD:
