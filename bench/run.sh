@@ -1,0 +1,328 @@
+#!/usr/bin/env bash
+# bench/run.sh — one full benchmark run of mongoplex, side by side with the
+# alternatives, reproducing the user's original experiment (see README.md).
+#
+# Steps: build mongoplex-bench (and mongoplex) with cmake; start a backend
+# (scripts/backend.sh, mongo-java-server by default); load the documents;
+# start the paths — HAProxy `mode tcp` relay, mongoplex with batching off
+# and on, mongobetween if it can be had; run `mongoplex-bench run` over all
+# paths; stop everything it started on exit.
+#
+# Settings (environment variables, defaults in brackets):
+#   DOCS [1000000]  QUERIES [10000] per thread  THREADS [1,5,10,20,50,100]
+#   IDS [1,10,20]   REPEAT [3]  WARMUP [1000]  POOL_MODE [per-thread|shared10]
+#   OUT [bench/out/<timestamp>]     where report, JSON, plot and logs go
+#   BUILD_DIR [build]  BUILD [1]    BUILD=0: use the binaries as they are
+#   BACKEND [java]                  kind passed to scripts/backend.sh start
+#   BACKEND_URI []                  use this server instead of starting one
+#   MONGOPLEX_BIN [$BUILD_DIR/mongoplex]  MONGOPLEX_POOL_SIZE [16]
+#   BATCH_MAX_IDS [1000]
+#   HAPROXY [on|off]  HAPROXY_THREADS [1]
+#   MONGOBETWEEN [auto|off|/path/to/binary]  MONGOBETWEEN_POOL_SIZE [16]
+# Exit status: that of mongoplex-bench run (1 = some queries failed), or 2
+# when the run could not be set up.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${MONGOPLEX_CACHE:-$ROOT/.cache}"
+DOCS="${DOCS:-1000000}"
+QUERIES="${QUERIES:-10000}"
+THREADS="${THREADS:-1,5,10,20,50,100}"
+IDS="${IDS:-1,10,20}"
+REPEAT="${REPEAT:-3}"
+WARMUP="${WARMUP:-1000}"
+POOL_MODE="${POOL_MODE:-per-thread}"
+OUT="${OUT:-$ROOT/bench/out/$(date +%Y%m%d-%H%M%S)}"
+BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+BUILD="${BUILD:-1}"
+BACKEND="${BACKEND:-java}"
+BACKEND_URI="${BACKEND_URI:-}"
+MONGOPLEX_BIN="${MONGOPLEX_BIN:-$BUILD_DIR/mongoplex}"
+MONGOPLEX_POOL_SIZE="${MONGOPLEX_POOL_SIZE:-16}"
+BATCH_MAX_IDS="${BATCH_MAX_IDS:-1000}"
+HAPROXY="${HAPROXY:-on}"
+HAPROXY_THREADS="${HAPROXY_THREADS:-1}"
+MONGOBETWEEN="${MONGOBETWEEN:-auto}"
+MONGOBETWEEN_POOL_SIZE="${MONGOBETWEEN_POOL_SIZE:-16}"
+MONGOBETWEEN_MODULE="github.com/coinbase/mongobetween"
+
+PIDS=()          # processes this script started (stopped by pid on exit)
+PATHS=()         # --path NAME=URI arguments for mongoplex-bench
+SKIPPED=()       # "path: reason" for every path that could not run
+BACKEND_DIR=""   # set once scripts/backend.sh started a server
+BENCH=""         # the mongoplex-bench binary
+
+log() { echo "run.sh: $*" >&2; }
+die() { log "$*"; exit 2; }
+skip() { SKIPPED+=("$1: $2"); log "SKIP $1: $2"; }
+
+# ------------------------------------------------------------ cleanup
+
+# Stops what this script started: its own children by pid, then the backend.
+cleanup() {
+  local pid i
+  for pid in "${PIDS[@]}"; do
+    kill -TERM "$pid" 2>/dev/null || continue
+    for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  if [[ -n "$BACKEND_DIR" ]]; then
+    "$ROOT/scripts/backend.sh" stop "$BACKEND_DIR" || true
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ------------------------------------------------------------ helpers
+
+# A free loopback port chosen by the kernel (a small race remains).
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# Waits until 127.0.0.1:PORT accepts connections while PID lives (SECS max).
+wait_port() {
+  local port="$1" pid="$2" secs="$3" i
+  for i in $(seq 1 $((secs * 10))); do
+    kill -0 "$pid" 2>/dev/null || return 1
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  return 1
+}
+
+# Starts a command in the background with output to LOG; remembers its pid
+# in STARTED_PID and in PIDS.
+start_bg() {
+  local logf="$1"; shift
+  "$@" </dev/null >"$logf" 2>&1 &
+  STARTED_PID=$!
+  PIDS+=("$STARTED_PID")
+}
+
+# host:port of a single-host mongodb:// URI, or nothing.
+uri_hostport() {
+  local rest="${1#mongodb://}"
+  [[ "$rest" != "$1" ]] || return 0
+  rest="${rest#*@}"
+  rest="${rest%%/*}"
+  rest="${rest%%\?*}"
+  [[ "$rest" == *,* ]] || echo "$rest"
+}
+
+# URI with its host:port replaced by 127.0.0.1:PORT (credentials and options kept).
+uri_via_port() {
+  local uri="$1" hostport="$2" port="$3"
+  echo "${uri/"$hostport"/127.0.0.1:$port}"
+}
+
+# ------------------------------------------------------------ build
+
+# Builds mongoplex-bench and (best effort) mongoplex; sets BENCH.
+build_all() {
+  if [[ "$BUILD" != 1 ]]; then
+    BENCH="$BUILD_DIR/bench/mongoplex-bench"
+    [[ -x "$BENCH" ]] || BENCH="$BUILD_DIR/bench-only/mongoplex-bench"
+    return 0
+  fi
+  if [[ -f "$ROOT/CMakeLists.txt" ]] &&
+       cmake -S "$ROOT" -B "$BUILD_DIR" >"$OUT/cmake-configure.log" 2>&1 &&
+       cmake --build "$BUILD_DIR" --target mongoplex-bench -j "$(nproc)" >"$OUT/build-bench.log" 2>&1; then
+    BENCH="$BUILD_DIR/bench/mongoplex-bench"
+    cmake --build "$BUILD_DIR" --target mongoplex -j "$(nproc)" >"$OUT/build-mongoplex.log" 2>&1 ||
+      log "mongoplex did not build (see $OUT/build-mongoplex.log); an older binary, if any, is used"
+  else
+    log "top-level cmake project unusable (see $OUT/cmake-configure.log, build-bench.log);" \
+        "building the bench tool on its own"
+    cmake -S "$ROOT/bench" -B "$BUILD_DIR/bench-only" >"$OUT/cmake-configure-bench-only.log" 2>&1 &&
+      cmake --build "$BUILD_DIR/bench-only" -j "$(nproc)" >"$OUT/build-bench-only.log" 2>&1 ||
+      die "mongoplex-bench did not build; see $OUT/build-bench-only.log"
+    BENCH="$BUILD_DIR/bench-only/mongoplex-bench"
+  fi
+}
+
+# ------------------------------------------------------------ backend
+
+# Sets URI: BACKEND_URI, or a server started through scripts/backend.sh.
+start_backend() {
+  if [[ -n "$BACKEND_URI" ]]; then
+    URI="$BACKEND_URI"
+    log "using the server at BACKEND_URI"
+    return 0
+  fi
+  [[ -x "$ROOT/scripts/backend.sh" ]] || die "scripts/backend.sh not found; set BACKEND_URI=mongodb://..."
+  BACKEND_DIR="$OUT/backend"
+  log "starting the $BACKEND backend (scripts/backend.sh start $BACKEND)"
+  "$ROOT/scripts/backend.sh" start "$BACKEND" "$BACKEND_DIR" >/dev/null ||
+    die "backend did not start; see $BACKEND_DIR/log"
+  URI="$(cat "$BACKEND_DIR/uri")"
+}
+
+# ------------------------------------------------------------ paths
+
+# The relay path: HAProxy in `mode tcp`, the floor cost of one extra hop.
+start_relay() {
+  [[ "$HAPROXY" == on ]] || { skip relay "HAPROXY=$HAPROXY"; return 0; }
+  command -v haproxy >/dev/null || { skip relay "haproxy is not installed"; return 0; }
+  local hp port cfg="$OUT/haproxy.cfg"
+  hp="$(uri_hostport "$URI")"
+  [[ -n "$hp" ]] || { skip relay "backend URI is not a single-host mongodb:// URI"; return 0; }
+  port="$(free_port)"
+  cat >"$cfg" <<EOF
+# generated by bench/run.sh: plain TCP relay in front of the backend
+global
+    nbthread $HAPROXY_THREADS
+    maxconn 5000
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 1h
+    timeout server 1h
+listen relay
+    bind 127.0.0.1:$port
+    server backend $hp
+EOF
+  start_bg "$OUT/haproxy.log" haproxy -db -f "$cfg"
+  if wait_port "$port" "$STARTED_PID" 10; then
+    PATHS+=(--path "relay=$(uri_via_port "$URI" "$hp" "$port")")
+  else
+    skip relay "haproxy did not start; see $OUT/haproxy.log"
+  fi
+}
+
+# One mongoplex instance, NAME with batching on|off.
+start_mongoplex() {
+  local name="$1" batching="$2" port cfg="$OUT/$1.ini"
+  port="$(free_port)"
+  cat >"$cfg" <<EOF
+; generated by bench/run.sh
+[mongoplex]
+listen_addr = 127.0.0.1
+listen_port = $port
+backend_uri = $URI
+pool_size = $MONGOPLEX_POOL_SIZE
+batching = $batching
+batch_max_ids = $BATCH_MAX_IDS
+log_level = warning
+EOF
+  start_bg "$OUT/$name.log" "$MONGOPLEX_BIN" -c "$cfg"
+  if wait_port "$port" "$STARTED_PID" 20; then
+    PATHS+=(--path "$name=mongodb://127.0.0.1:$port/")
+  else
+    skip "$name" "mongoplex did not start listening; last log lines: $(tail -n 3 "$OUT/$name.log" | tr '\n' ' ')"
+  fi
+}
+
+start_mongoplexes() {
+  if [[ ! -x "$MONGOPLEX_BIN" ]]; then
+    skip mongoplex "no binary at $MONGOPLEX_BIN"
+    skip mongoplex-batch "no binary at $MONGOPLEX_BIN"
+    return 0
+  fi
+  start_mongoplex mongoplex off
+  start_mongoplex mongoplex-batch on
+}
+
+# Sets MB_BIN to a mongobetween binary, or MB_REASON to why there is none.
+find_mongobetween() {
+  MB_BIN="" MB_REASON=""
+  case "$MONGOBETWEEN" in
+    off) MB_REASON="MONGOBETWEEN=off"; return 0 ;;
+    auto) ;;
+    *) if [[ -x "$MONGOBETWEEN" ]]; then MB_BIN="$MONGOBETWEEN"
+       else MB_REASON="MONGOBETWEEN=$MONGOBETWEEN is not an executable"; fi
+       return 0 ;;
+  esac
+  if [[ -x "$CACHE/bin/mongobetween" ]]; then MB_BIN="$CACHE/bin/mongobetween"; return 0; fi
+  command -v go >/dev/null || { MB_REASON="go is not installed"; return 0; }
+  mkdir -p "$CACHE/bin"
+  log "trying: go install $MONGOBETWEEN_MODULE@latest"
+  if (cd / && GOBIN="$CACHE/bin" timeout 600 go install "$MONGOBETWEEN_MODULE@latest") \
+       >"$OUT/mongobetween-install.log" 2>&1; then
+    MB_BIN="$CACHE/bin/mongobetween"
+  else
+    MB_REASON="go install $MONGOBETWEEN_MODULE@latest failed: $(grep -v '^go: downloading' \
+      "$OUT/mongobetween-install.log" | head -n 3 | tr -s ' \t\n' ' ')"
+  fi
+}
+
+# mongobetween (Go, Coinbase): a pooling proxy to compare with, when available.
+start_mongobetween() {
+  local port sep="?"
+  find_mongobetween
+  [[ -n "$MB_BIN" ]] || { skip mongobetween "$MB_REASON"; return 0; }
+  [[ -n "$(uri_hostport "$URI")" ]] || { skip mongobetween "backend URI is not single-host"; return 0; }
+  [[ "$URI" != *\?* ]] || sep="&"
+  port="$(free_port)"
+  # -statsd: its metrics go to the discard port; nothing listens for them here.
+  start_bg "$OUT/mongobetween.log" "$MB_BIN" -network tcp4 -loglevel warn -statsd 127.0.0.1:9 \
+    "127.0.0.1:$port=${URI}${sep}maxpoolsize=$MONGOBETWEEN_POOL_SIZE&label=bench"
+  if wait_port "$port" "$STARTED_PID" 20; then
+    PATHS+=(--path "mongobetween=mongodb://127.0.0.1:$port/")
+  else
+    skip mongobetween "did not start listening; see $OUT/mongobetween.log"
+  fi
+}
+
+# ------------------------------------------------------------ main
+
+# What was measured, where, with which versions: kept with the results.
+write_env() {
+  {
+    echo "date: $(date -Is)"
+    echo "git: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo none)"
+    echo "host: $(uname -srm), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB"
+    echo "settings: DOCS=$DOCS QUERIES=$QUERIES THREADS=$THREADS IDS=$IDS REPEAT=$REPEAT" \
+         "WARMUP=$WARMUP POOL_MODE=$POOL_MODE BACKEND=${BACKEND_URI:+uri}${BACKEND_URI:-$BACKEND}" \
+         "MONGOPLEX_POOL_SIZE=$MONGOPLEX_POOL_SIZE BATCH_MAX_IDS=$BATCH_MAX_IDS" \
+         "HAPROXY_THREADS=$HAPROXY_THREADS MONGOBETWEEN_POOL_SIZE=$MONGOBETWEEN_POOL_SIZE"
+    echo "haproxy: $(haproxy -v 2>/dev/null | head -n 1 || echo none)"
+    local s
+    for s in "${SKIPPED[@]}"; do echo "skipped $s"; done
+  } >"$OUT/env.txt"
+}
+
+# Runs mongoplex-bench over all paths in the background (so that a signal
+# reaches this script at once and cleanup can stop it by pid), showing its
+# progress live; returns its exit status.
+measure() {
+  : >"$OUT/progress.log"  # exists before tail follows it
+  "$BENCH" run "${PATHS[@]}" --docs "$DOCS" --threads "$THREADS" --ids "$IDS" \
+    --queries "$QUERIES" --repeat "$REPEAT" --warmup "$WARMUP" --pool-mode "$POOL_MODE" \
+    --json "$OUT/results.json" --plot "$OUT/throughput.png" \
+    >"$OUT/report.txt" 2>"$OUT/progress.log" &
+  local pid=$! tail_pid rc=0
+  PIDS+=("$pid")
+  tail -n +1 -f --pid="$pid" "$OUT/progress.log" >&2 &
+  tail_pid=$!
+  PIDS+=("$tail_pid")
+  wait "$pid" || rc=$?
+  wait "$tail_pid" || true  # tail ends within a second of the bench: all progress shown
+  return "$rc"
+}
+
+main() {
+  mkdir -p "$OUT"
+  OUT="$(cd "$OUT" && pwd)"
+  log "output in $OUT"
+  local t0=$SECONDS rc=0
+  build_all
+  [[ -x "$BENCH" ]] || die "no mongoplex-bench binary at $BENCH"
+  start_backend
+  log "loading $DOCS docs"
+  "$BENCH" load --uri "$URI" --docs "$DOCS"
+  PATHS=(--path "direct=$URI")
+  start_relay
+  start_mongoplexes
+  start_mongobetween
+  write_env
+  log "measuring $(( ${#PATHS[@]} / 2 )) paths: $(printf '%s ' "${PATHS[@]}" | sed 's/--path //g')"
+  measure || rc=$?
+  cat "$OUT/report.txt"
+  local s
+  for s in "${SKIPPED[@]}"; do echo "skipped $s"; done | tee -a "$OUT/report.txt"
+  log "done in $((SECONDS - t0)) s; report, results.json and throughput.png in $OUT"
+  return "$rc"
+}
+
+main "$@"
