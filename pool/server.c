@@ -76,9 +76,7 @@ void server_set_state(struct server *s, enum server_state st)
 		janitor_schedule_free();
 }
 
-static void read_cb(struct bufferevent *bev, void *arg);
-static void write_cb(struct bufferevent *bev, void *arg);
-static void event_cb(struct bufferevent *bev, short what, void *arg);
+static void sbuf_cb_server(struct sbuf *sb, enum sbuf_event ev, void *arg);
 
 bool server_connect(struct pool *p)
 {
@@ -92,14 +90,10 @@ bool server_connect(struct pool *p)
 	s->created_usec = g.now_usec;
 	TAILQ_INSERT_TAIL(&p->connecting, s, link);
 	p->n_connecting++;
-	s->bev = bufferevent_socket_new(g.base, -1, BEV_OPT_CLOSE_ON_FREE);
-	if (s->bev == NULL)
-		fatal("cannot allocate a bufferevent");
-	bufferevent_setcb(s->bev, read_cb, write_cb, event_cb, s);
-	bufferevent_enable(s->bev, EV_READ | EV_WRITE);
 	server_debug(s, "connecting");
-	if (bufferevent_socket_connect(s->bev, (struct sockaddr *)&p->addr, (int)p->addrlen) < 0) {
-		server_close(s, 6, "HostUnreachable", "connect: %s", strerror(errno));
+	if (!sbuf_connect(&s->sb, g.base, (struct sockaddr *)&p->addr, p->addrlen, sbuf_cb_server,
+			  s)) {
+		server_close(s, 6, "HostUnreachable", "connect: %s", strerror(s->sb.err));
 		return false;
 	}
 	return true;
@@ -108,12 +102,14 @@ bool server_connect(struct pool *p)
 static void send_hello(struct server *s)
 {
 	bson_t cmd;
-	struct evbuffer *out = bufferevent_get_output(s->bev);
+	struct evbuffer *out = evbuffer_new();
 
 	handshake_backend_hello(&cmd);
 	s->expect_response_to = wire_next_request_id();
 	wire_append_msg(out, s->expect_response_to, 0, 0, &cmd);
 	bson_destroy(&cmd);
+	sbuf_write(&s->sb, out);
+	evbuffer_free(out);
 }
 
 void server_start(struct server *s, struct request *req)
@@ -132,13 +128,15 @@ void server_start(struct server *s, struct request *req)
 	wire_write_i32(h + 8, 0);
 	s->expect_response_to = req->more_to_come ? 0 : id;
 	s->flush_then_release = req->more_to_come;
-	bufferevent_write_buffer(s->bev, req->msg);
+	sbuf_write(&s->sb, req->msg);
+	if (req->more_to_come)
+		sbuf_notify_drained(&s->sb, 0); /* released once on the wire */
 }
 
 void server_send_more(struct server *s, struct evbuffer *msg, int32_t request_id)
 {
 	s->expect_response_to = request_id;
-	bufferevent_write_buffer(s->bev, msg);
+	sbuf_write(&s->sb, msg);
 }
 
 void server_release(struct server *s)
@@ -164,8 +162,7 @@ void server_close(struct server *s, int code, const char *codename, const char *
 	va_end(ap);
 	server_log(req || was_connecting ? LOG_LVL_WARNING : LOG_LVL_INFO, s, "closing: %s",
 		   reason);
-	bufferevent_disable(s->bev, EV_READ | EV_WRITE);
-	bufferevent_setcb(s->bev, NULL, NULL, NULL, NULL);
+	sbuf_close(&s->sb);
 	s->req = NULL;
 	server_set_state(s, SV_JUSTFREE);
 	if (!was_connecting)
@@ -189,7 +186,7 @@ void server_free_deferred(void)
 
 	while ((s = TAILQ_FIRST(&servers_justfree)) != NULL) {
 		TAILQ_REMOVE(&servers_justfree, s, link);
-		bufferevent_free(s->bev);
+		sbuf_free(&s->sb);
 		free(s);
 	}
 }
@@ -268,12 +265,10 @@ static void handle_reply(struct server *s, struct evbuffer *buf, size_t len)
 		deliver(s, buf, data, len);
 }
 
-static void read_cb(struct bufferevent *bev, void *arg)
+static void read_replies(struct server *s)
 {
-	struct server *s = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer *in = s->sb.in;
 
-	proxy_tick();
 	while (s->state != SV_JUSTFREE) {
 		size_t avail = evbuffer_get_length(in);
 		const uint8_t *hdr = evbuffer_pullup(in, avail < 4 ? (ssize_t)avail : 4);
@@ -297,38 +292,47 @@ static void read_cb(struct bufferevent *bev, void *arg)
 	}
 }
 
-static void write_cb(struct bufferevent *bev, void *arg)
+/* A moreToCome write is complete once it is on the wire. */
+static void written(struct server *s)
 {
-	struct server *s = arg;
 	struct request *req = s->req;
 
-	proxy_tick();
-	if (!s->flush_then_release || req == NULL ||
-	    evbuffer_get_length(bufferevent_get_output(bev)) != 0)
+	if (!s->flush_then_release || req == NULL)
 		return;
-	/* A moreToCome write is complete once it is on the wire. */
 	req->server = NULL;
 	request_done(req);
 	server_release(s);
 }
 
-static void event_cb(struct bufferevent *bev, short what, void *arg)
+static void connected(struct server *s)
 {
-	struct server *s = arg;
 	int one = 1;
 
-	proxy_tick();
-	if (what & BEV_EVENT_CONNECTED) {
-		evutil_socket_t fd = bufferevent_getfd(bev);
+	if (s->pool->addr.ss_family != AF_UNIX)
+		setsockopt(s->sb.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	send_hello(s);
+}
 
-		if (s->pool->addr.ss_family != AF_UNIX)
-			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		send_hello(s);
-		return;
-	}
-	if (what & BEV_EVENT_EOF)
+static void sbuf_cb_server(struct sbuf *sb, enum sbuf_event ev, void *arg)
+{
+	struct server *s = arg;
+
+	proxy_tick();
+	switch (ev) {
+	case SBUF_READ:
+		read_replies(s);
+		break;
+	case SBUF_DRAINED:
+		written(s);
+		break;
+	case SBUF_CONNECTED:
+		connected(s);
+		break;
+	case SBUF_EOF:
 		server_close(s, 6, "HostUnreachable", "backend closed the connection");
-	else if (what & BEV_EVENT_ERROR)
-		server_close(s, 6, "HostUnreachable", "backend socket error: %s",
-			     evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		break;
+	case SBUF_ERROR:
+		server_close(s, 6, "HostUnreachable", "backend socket error: %s", strerror(sb->err));
+		break;
+	}
 }

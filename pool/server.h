@@ -12,13 +12,13 @@
  */
 #pragma once
 
-#include <event2/bufferevent.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include "proxy/list.h"
 
 #include "proxy/log.h"
+#include "proxy/sbuf.h"
 
 struct pool;
 struct request;
@@ -35,7 +35,7 @@ struct server {
 	enum server_state state;
 	TAILQ_ENTRY(server) link;
 	struct pool *pool;
-	struct bufferevent *bev;
+	struct sbuf sb;
 	struct request *req;	    /* SV_ACTIVE: the exchange in progress */
 	int32_t expect_response_to; /* requestID of the message awaiting a reply, 0: none */
 	bool flush_then_release;    /* moreToCome: release once the bytes are written */

@@ -53,9 +53,8 @@ static uint64_t next_client_id = 1;
 
 static const char *const overload_labels[] = {"SystemOverloadedError", "RetryableError", NULL};
 
-static void read_cb(struct bufferevent *bev, void *arg);
-static void write_cb(struct bufferevent *bev, void *arg);
-static void event_cb(struct bufferevent *bev, short what, void *arg);
+static void sbuf_cb_client(struct sbuf *sb, enum sbuf_event ev, void *arg);
+static void resume_cb(evutil_socket_t fd, short what, void *arg);
 
 static void client_set_state(struct client *c, enum client_state st)
 {
@@ -109,10 +108,12 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 	format_peer(addr, c->peer, sizeof(c->peer));
 	if (addr->sa_family != AF_UNIX)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	c->bev = bufferevent_socket_new(g.base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (c->bev == NULL) {
-		log_error("cannot create bufferevent for client %s", c->peer);
-		close(fd);
+	c->resume_ev = event_new(g.base, -1, 0, resume_cb, c);
+	if (c->resume_ev == NULL || !sbuf_accept(&c->sb, g.base, fd, sbuf_cb_client, c)) {
+		log_error("cannot set up client %s", c->peer);
+		sbuf_free(&c->sb);
+		if (c->resume_ev)
+			event_free(c->resume_ev);
 		free(c);
 		return;
 	}
@@ -126,9 +127,7 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 		log_warning("C-%" PRIu64 " %s: over max_client_conn (%" PRId64 "), will refuse",
 			    c->id, c->peer, g.cfg.max_client_conn);
 	}
-	bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
-	bufferevent_setwatermark(c->bev, EV_READ, 0, (size_t)g.cfg.max_client_buffer_bytes);
-	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	sbuf_set_read_high(&c->sb, (size_t)g.cfg.max_client_buffer_bytes);
 	client_debug(c, "connected");
 }
 
@@ -164,8 +163,8 @@ void client_close(struct client *c, const char *fmt, ...)
 	else
 		client_info(c, "closing: %s", reason);
 	abandon_requests(c);
-	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
-	bufferevent_setcb(c->bev, NULL, NULL, NULL, NULL);
+	sbuf_close(&c->sb);
+	event_del(c->resume_ev);
 	client_set_state(c, CL_JUSTFREE);
 }
 
@@ -175,15 +174,15 @@ void client_free_deferred(void)
 
 	while ((c = TAILQ_FIRST(&clients_justfree)) != NULL) {
 		TAILQ_REMOVE(&clients_justfree, c, link);
-		bufferevent_free(c->bev);
+		sbuf_free(&c->sb);
+		event_free(c->resume_ev);
 		free(c);
 	}
 }
 
 static bool output_full(const struct client *c)
 {
-	return evbuffer_get_length(bufferevent_get_output(c->bev)) >=
-	       (size_t)g.cfg.max_client_buffer_bytes;
+	return sbuf_pending_out(&c->sb) >= (size_t)g.cfg.max_client_buffer_bytes;
 }
 
 static bool may_parse(const struct client *c)
@@ -197,10 +196,7 @@ static void set_reading(struct client *c, bool on)
 	if (c->reading_paused == !on)
 		return;
 	c->reading_paused = !on;
-	if (on)
-		bufferevent_enable(c->bev, EV_READ);
-	else
-		bufferevent_disable(c->bev, EV_READ);
+	sbuf_set_reading(&c->sb, on);
 }
 
 void client_send(struct client *c, struct evbuffer *msg)
@@ -208,11 +204,10 @@ void client_send(struct client *c, struct evbuffer *msg)
 	if (c->state != CL_ACTIVE)
 		return;
 	c->last_active_usec = g.now_usec;
-	bufferevent_write_buffer(c->bev, msg);
+	sbuf_write(&c->sb, msg);
 	if (output_full(c)) {
-		/* Wake up when half of it has drained. */
-		bufferevent_setwatermark(c->bev, EV_WRITE,
-					 (size_t)g.cfg.max_client_buffer_bytes / 2, 0);
+		/* Resume once half of it has drained. */
+		sbuf_notify_drained(&c->sb, (size_t)g.cfg.max_client_buffer_bytes / 2);
 		set_reading(c, false);
 	}
 }
@@ -460,12 +455,12 @@ static void framing_lost(struct client *c, int32_t len, const uint8_t *hdr, size
 			    NULL);
 	client_info(c, "%s; closing after the error reply", msg);
 	c->closing = true;
-	evbuffer_drain(bufferevent_get_input(c->bev), avail);
+	evbuffer_drain(c->sb.in, avail);
 }
 
 static void process_input(struct client *c)
 {
-	struct evbuffer *in = bufferevent_get_input(c->bev);
+	struct evbuffer *in = c->sb.in;
 
 	while (may_parse(c)) {
 		size_t avail = evbuffer_get_length(in);
@@ -481,10 +476,9 @@ static void process_input(struct client *c)
 				  : 0;
 			/* A message may exceed the buffer limit (up to 48 MB):
 			 * let it in whole, then go back to the limit. */
-			bufferevent_setwatermark(c->bev, EV_READ, 0,
-						 (size_t)(len > g.cfg.max_client_buffer_bytes
-								  ? len
-								  : g.cfg.max_client_buffer_bytes));
+			sbuf_set_read_high(&c->sb, (size_t)(len > g.cfg.max_client_buffer_bytes
+								    ? len
+								    : g.cfg.max_client_buffer_bytes));
 			set_reading(c, true);
 			return;
 		case WIRE_FRAME_BAD:
@@ -501,51 +495,53 @@ static void process_input(struct client *c)
 	}
 	if (c->state == CL_ACTIVE && !c->closing)
 		set_reading(c, false);
-	if (c->closing && evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
-		client_close(c, "closed after error reply");
-}
-
-static void read_cb(struct bufferevent *bev, void *arg)
-{
-	struct client *c = arg;
-
-	proxy_tick();
-	c->last_active_usec = g.now_usec;
-	process_input(c);
-}
-
-static void write_cb(struct bufferevent *bev, void *arg)
-{
-	struct client *c = arg;
-
-	proxy_tick();
-	bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-	if (c->closing && evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
-		client_close(c, "closed after error reply");
-		return;
+	if (c->closing) {
+		if (sbuf_pending_out(&c->sb) == 0)
+			client_close(c, "closed after error reply");
+		else
+			sbuf_notify_drained(&c->sb, 0);
 	}
-	process_input(c);
 }
 
-static void event_cb(struct bufferevent *bev, short what, void *arg)
+static void sbuf_cb_client(struct sbuf *sb, enum sbuf_event ev, void *arg)
 {
 	struct client *c = arg;
 
+	(void)sb;
 	proxy_tick();
-	if (what & BEV_EVENT_EOF)
+	switch (ev) {
+	case SBUF_READ:
+		c->last_active_usec = g.now_usec;
+		process_input(c);
+		break;
+	case SBUF_DRAINED:
+		process_input(c);
+		break;
+	case SBUF_EOF:
 		client_close(c, "client closed");
-	else if (what & BEV_EVENT_ERROR)
-		client_close(c, "socket error: %s", strerror(errno));
+		break;
+	case SBUF_ERROR:
+		client_close(c, "socket error: %s", strerror(c->sb.err));
+		break;
+	case SBUF_CONNECTED:
+		break;
+	}
 }
 
-/* Deferred (through the write callback): never re-enter parsing from inside
- * a server's callback. */
+static void resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	proxy_tick();
+	process_input(arg);
+}
+
+/* Deferred: never re-enter parsing from inside a server's callback. */
 void client_request_finished(struct client *c)
 {
 	if (c->state != CL_ACTIVE)
 		return;
-	bufferevent_trigger(c->bev, EV_WRITE,
-			    BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+	event_active(c->resume_ev, EV_TIMEOUT, 1);
 }
 
 void client_close_all(const char *reason)
@@ -584,7 +580,7 @@ void client_apply_cfg(void)
 
 	TAILQ_FOREACH(c, &clients_active, link)
 	{
-		bufferevent_setwatermark(c->bev, EV_READ, 0, (size_t)g.cfg.max_client_buffer_bytes);
+		sbuf_set_read_high(&c->sb, (size_t)g.cfg.max_client_buffer_bytes);
 		client_request_finished(c);
 	}
 }

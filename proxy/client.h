@@ -9,7 +9,7 @@
  */
 #pragma once
 
-#include <event2/bufferevent.h>
+#include <event2/event.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <stdbool.h>
@@ -18,6 +18,7 @@
 
 #include "proxy/log.h"
 #include "proxy/request.h"
+#include "proxy/sbuf.h"
 
 enum client_state {
 	CL_ACTIVE,   /* list: clients_active */
@@ -28,7 +29,8 @@ struct client {
 	uint64_t id;
 	enum client_state state;
 	TAILQ_ENTRY(client) link;
-	struct bufferevent *bev;
+	struct sbuf sb;               /* the socket and its buffers */
+	struct event *resume_ev;      /* deferred "parse more input" */
 	char peer[64];
 	struct request_list requests; /* parsed and not yet answered */
 	int inflight;		      /* entries in `requests` */

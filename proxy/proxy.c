@@ -174,6 +174,19 @@ static void teardown(void)
 	cfg_free(&g.cfg);
 }
 
+/* One thread, so no locks; the epoll changelist folds the add/remove of a
+ * write event within one loop iteration into nothing. */
+static struct event_base *new_base(void)
+{
+	struct event_config *ec = event_config_new();
+	struct event_base *base;
+
+	event_config_set_flag(ec, EVENT_BASE_FLAG_NOLOCK | EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+	base = event_base_new_with_config(ec);
+	event_config_free(ec);
+	return base;
+}
+
 int proxy_main(struct cfg *cfg, const char *cfg_path)
 {
 	char err[CFG_ERR_LEN];
@@ -182,7 +195,7 @@ int proxy_main(struct cfg *cfg, const char *cfg_path)
 	g.cfg_path = cfg_path;
 	log_current_level = g.cfg.log_level;
 	proxy_tick();
-	g.base = event_base_new();
+	g.base = new_base();
 	if (g.base == NULL)
 		fatal("cannot create the event loop");
 	if (!pool_init_all(g.cfg.backend_uri, err, sizeof(err)))

@@ -253,7 +253,11 @@ bool wire_parse_query(const uint8_t *data, size_t len, struct wire_query *q, str
 	}
 	q->collection = (const char *)data + off;
 	off = (size_t)(nul - data) + 1 + 8; /* numberToSkip, numberToReturn */
-	if (off > len || !check_doc(data + off, len - off, &dl, err, "OP_QUERY query"))
+	if (off > len) {
+		wire_set_error(err, 2, "BadValue", "OP_QUERY: message too short");
+		return false;
+	}
+	if (!check_doc(data + off, len - off, &dl, err, "OP_QUERY query"))
 		return false;
 	if (!bson_init_static(&q->query, data + off, dl))
 		return false;

@@ -1,0 +1,272 @@
+/*
+ * sbuf.c — stream buffers over nonblocking sockets (see sbuf.h).
+ */
+#include "proxy/sbuf.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define READ_CHUNK (64 * 1024)
+
+static void on_readable(evutil_socket_t fd, short what, void *arg);
+static void on_writable(evutil_socket_t fd, short what, void *arg);
+
+static void update_reading(struct sbuf *sb)
+{
+	bool on = !sb->closed && sb->want_read && !sb->connecting &&
+		  (sb->read_high == 0 || evbuffer_get_length(sb->in) < sb->read_high);
+
+	if (on == sb->reading)
+		return;
+	sb->reading = on;
+	if (on)
+		event_add(sb->rev, NULL);
+	else
+		event_del(sb->rev);
+}
+
+static void set_writing(struct sbuf *sb, bool on)
+{
+	if (on == sb->writing)
+		return;
+	sb->writing = on;
+	if (on)
+		event_add(sb->wev, NULL);
+	else
+		event_del(sb->wev);
+}
+
+static bool setup(struct sbuf *sb, struct event_base *base, evutil_socket_t fd, sbuf_cb cb,
+		  void *arg)
+{
+	memset(sb, 0, sizeof(*sb));
+	sb->fd = fd;
+	sb->cb = cb;
+	sb->arg = arg;
+	sb->in = evbuffer_new();
+	sb->out = evbuffer_new();
+	sb->rev = event_new(base, fd, EV_READ | EV_PERSIST, on_readable, sb);
+	sb->wev = event_new(base, fd, EV_WRITE | EV_PERSIST, on_writable, sb);
+	sb->want_read = true;
+	return sb->in && sb->out && sb->rev && sb->wev && evutil_make_socket_nonblocking(fd) == 0;
+}
+
+bool sbuf_accept(struct sbuf *sb, struct event_base *base, evutil_socket_t fd, sbuf_cb cb,
+		 void *arg)
+{
+	if (!setup(sb, base, fd, cb, arg))
+		return false;
+	update_reading(sb);
+	return true;
+}
+
+bool sbuf_connect(struct sbuf *sb, struct event_base *base, const struct sockaddr *addr,
+		  socklen_t len, sbuf_cb cb, void *arg)
+{
+	evutil_socket_t fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0 || !setup(sb, base, fd, cb, arg)) {
+		sb->err = errno ? errno : ENOMEM;
+		return false;
+	}
+	sb->connecting = true;
+	if (connect(fd, addr, len) < 0 && errno != EINPROGRESS) {
+		sb->err = errno;
+		return false;
+	}
+	set_writing(sb, true); /* writable = connected (or failed) */
+	return true;
+}
+
+/* Deliver an error from the loop, never from inside a caller's call. */
+static void defer_error(struct sbuf *sb, int err)
+{
+	if (sb->err == 0)
+		sb->err = err;
+	event_active(sb->wev, EV_WRITE, 1);
+}
+
+static void flush(struct sbuf *sb)
+{
+	while (evbuffer_get_length(sb->out) > 0) {
+		int n = evbuffer_write(sb->out, sb->fd);
+
+		if (n > 0)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+			set_writing(sb, true);
+			return;
+		}
+		defer_error(sb, n < 0 ? errno : EPIPE);
+		return;
+	}
+	set_writing(sb, false);
+	if (sb->notify_drained)
+		event_active(sb->wev, EV_WRITE, 1);
+}
+
+void sbuf_write(struct sbuf *sb, struct evbuffer *data)
+{
+	bool was_empty = evbuffer_get_length(sb->out) == 0;
+
+	if (sb->closed)
+		return;
+	evbuffer_add_buffer(sb->out, data);
+	if (was_empty && !sb->connecting)
+		flush(sb);
+}
+
+void sbuf_write_bytes(struct sbuf *sb, const void *data, size_t len)
+{
+	bool was_empty = evbuffer_get_length(sb->out) == 0;
+
+	if (sb->closed)
+		return;
+	evbuffer_add(sb->out, data, len);
+	if (was_empty && !sb->connecting)
+		flush(sb);
+}
+
+void sbuf_notify_drained(struct sbuf *sb, size_t low)
+{
+	sb->write_low = low;
+	sb->notify_drained = true;
+	if (evbuffer_get_length(sb->out) <= low)
+		event_active(sb->wev, EV_WRITE, 1);
+}
+
+void sbuf_set_reading(struct sbuf *sb, bool on)
+{
+	sb->want_read = on;
+	update_reading(sb);
+}
+
+void sbuf_set_read_high(struct sbuf *sb, size_t high)
+{
+	sb->read_high = high;
+	update_reading(sb);
+}
+
+size_t sbuf_pending_out(const struct sbuf *sb)
+{
+	return evbuffer_get_length(sb->out);
+}
+
+static void on_readable(evutil_socket_t fd, short what, void *arg)
+{
+	struct sbuf *sb = arg;
+	struct evbuffer_iovec v[2];
+	struct iovec iov[2];
+	ssize_t r;
+	int n, used;
+
+	(void)what;
+	n = evbuffer_reserve_space(sb->in, READ_CHUNK, v, 2);
+	for (int i = 0; i < n; i++) {
+		iov[i].iov_base = v[i].iov_base;
+		iov[i].iov_len = v[i].iov_len;
+	}
+	r = readv(fd, iov, n);
+	if (r < 0) {
+		evbuffer_commit_space(sb->in, v, 0);
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+			return;
+		sb->err = errno;
+		sb->cb(sb, SBUF_ERROR, sb->arg);
+		return;
+	}
+	if (r == 0) {
+		evbuffer_commit_space(sb->in, v, 0);
+		sb->cb(sb, SBUF_EOF, sb->arg);
+		return;
+	}
+	used = 0;
+	while (r > 0) {
+		size_t take = (size_t)r < v[used].iov_len ? (size_t)r : v[used].iov_len;
+
+		v[used++].iov_len = take;
+		r -= (ssize_t)take;
+	}
+	evbuffer_commit_space(sb->in, v, used);
+	sb->cb(sb, SBUF_READ, sb->arg);
+	update_reading(sb);
+}
+
+static void on_connected(struct sbuf *sb)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	if (getsockopt(sb->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		err = errno;
+	sb->connecting = false;
+	if (err != 0) {
+		set_writing(sb, false);
+		sb->err = err;
+		sb->cb(sb, SBUF_ERROR, sb->arg);
+		return;
+	}
+	update_reading(sb);
+	flush(sb);
+	if (!sb->closed)
+		sb->cb(sb, SBUF_CONNECTED, sb->arg);
+}
+
+static void on_writable(evutil_socket_t fd, short what, void *arg)
+{
+	struct sbuf *sb = arg;
+
+	(void)fd;
+	(void)what;
+	if (sb->closed)
+		return;
+	if (sb->err != 0) {
+		set_writing(sb, false);
+		sb->cb(sb, SBUF_ERROR, sb->arg);
+		return;
+	}
+	if (sb->connecting) {
+		on_connected(sb);
+		return;
+	}
+	if (evbuffer_get_length(sb->out) > 0)
+		flush(sb);
+	if (!sb->closed && sb->err == 0 && sb->notify_drained &&
+	    evbuffer_get_length(sb->out) <= sb->write_low) {
+		sb->notify_drained = false;
+		sb->cb(sb, SBUF_DRAINED, sb->arg);
+	}
+}
+
+void sbuf_close(struct sbuf *sb)
+{
+	if (sb->closed)
+		return;
+	sb->closed = true;
+	if (sb->rev)
+		event_del(sb->rev);
+	if (sb->wev)
+		event_del(sb->wev);
+	sb->reading = sb->writing = false;
+	if (sb->fd >= 0)
+		close(sb->fd);
+	sb->fd = -1;
+}
+
+void sbuf_free(struct sbuf *sb)
+{
+	sbuf_close(sb);
+	if (sb->rev)
+		event_free(sb->rev);
+	if (sb->wev)
+		event_free(sb->wev);
+	if (sb->in)
+		evbuffer_free(sb->in);
+	if (sb->out)
+		evbuffer_free(sb->out);
+	sb->rev = sb->wev = NULL;
+	sb->in = sb->out = NULL;
+}
