@@ -185,53 +185,125 @@ void cfg_defaults(struct cfg *c)
 			fatal("bad built-in default: %s", err);
 }
 
-/* inih callback state: the first error wins, with its line number. */
+/* Loader state. inih numbers lines only in its return value (the Debian build
+ * has no INI_HANDLER_LINENO), so the loader feeds it lines itself and counts
+ * them, to know which line set each setting. The first error wins. */
 struct load_ctx {
 	struct cfg *c;
+	FILE *f;
+	int line;	     /* the line inih is parsing */
+	int long_line;	     /* first line too long for inih's buffer, or 0 */
+	int max_line;	     /* inih's buffer size */
+	int key_line[NKEYS]; /* line that last set each setting, 0: default */
 	char err[CFG_ERR_LEN];
-	bool failed;
+	int err_line; /* line of the first setting refused, or 0 */
 };
+
+/* An ini_reader: one whole line per call. Leading blanks are dropped, so an
+ * indented setting is a setting and not inih's continuation of the previous
+ * value. A line longer than inih's buffer ends the parse (reported by
+ * cfg_load) instead of being split into a cut value and a bogus line. */
+static char *read_line(char *buf, int size, void *stream)
+{
+	struct load_ctx *ctx = stream;
+	size_t n, blanks;
+	int ch;
+
+	if (fgets(buf, size, ctx->f) == NULL)
+		return NULL;
+	ctx->line++;
+	ctx->max_line = size;
+	n = strlen(buf);
+	if (n == (size_t)size - 1 && buf[n - 1] != '\n' && (ch = getc(ctx->f)) != EOF) {
+		ungetc(ch, ctx->f);
+		ctx->long_line = ctx->line;
+		return NULL;
+	}
+	blanks = strspn(buf, " \t");
+	memmove(buf, buf + blanks, n - blanks + 1);
+	return buf;
+}
 
 static int on_ini_line(void *user, const char *section, const char *name, const char *value)
 {
 	struct load_ctx *ctx = user;
+	const struct cfg_key *k;
 	char err[CFG_ERR_LEN];
 
-	if (ctx->failed)
+	if (ctx->err_line != 0)
 		return 0;
 	if (strcmp(section, "mongoplex") != 0) {
 		snprintf(ctx->err, sizeof(ctx->err),
 			 "setting \"%s\" outside the [mongoplex] section", name);
-		ctx->failed = true;
+		ctx->err_line = ctx->line;
 		return 0;
 	}
 	if (!cfg_set(ctx->c, name, value, err, sizeof(err))) {
 		snprintf(ctx->err, sizeof(ctx->err), "%s", err);
-		ctx->failed = true;
+		ctx->err_line = ctx->line;
 		return 0;
 	}
+	k = find_key(name);
+	ctx->key_line[k - keys] = ctx->line;
 	return 1;
+}
+
+static bool validate(const struct cfg *c, const char *blame[2], char *err, size_t errlen);
+
+/* The line to point at for a failed cross-field check: the later of the
+ * lines that set the settings involved (0 if all are defaults). */
+static int blame_line(const struct load_ctx *ctx, const char *const blame[2])
+{
+	int line = 0;
+
+	for (int i = 0; i < 2; i++) {
+		const struct cfg_key *k = blame[i] ? find_key(blame[i]) : NULL;
+
+		if (k != NULL && ctx->key_line[k - keys] > line)
+			line = ctx->key_line[k - keys];
+	}
+	return line;
 }
 
 bool cfg_load(const char *path, struct cfg *c, char *err, size_t errlen)
 {
 	struct load_ctx ctx = {.c = c};
-	int rc;
+	const char *blame[2] = {NULL, NULL};
+	char msg[CFG_ERR_LEN];
+	int rc, line;
 
 	cfg_defaults(c);
-	rc = ini_parse(path, on_ini_line, &ctx);
+	ctx.f = fopen(path, "r");
+	if (ctx.f == NULL) {
+		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+		return false;
+	}
+	rc = ini_parse_stream(read_line, &ctx, on_ini_line, &ctx);
+	fclose(ctx.f);
 	if (rc < 0) {
-		snprintf(err, errlen, "%s: cannot read: %s", path,
-			 rc == -1 ? strerror(errno) : "out of memory");
+		snprintf(err, errlen, "%s: cannot read: out of memory", path);
 		return false;
 	}
 	if (rc > 0) {
+		/* inih reports the first bad line, ours or its own syntax error. */
 		snprintf(err, errlen, "%s:%d: %s", path, rc,
-			 ctx.failed ? ctx.err : "syntax error (expected key = value or [section])");
+			 ctx.err_line == rc ? ctx.err
+					    : "syntax error (expected key = value or [section])");
 		return false;
 	}
-	if (!cfg_validate(c, err, errlen))
+	if (ctx.long_line != 0) {
+		snprintf(err, errlen, "%s:%d: line too long (at most %d characters)", path,
+			 ctx.long_line, ctx.max_line - 2);
 		return false;
+	}
+	if (!validate(c, blame, msg, sizeof(msg))) {
+		line = blame_line(&ctx, blame);
+		if (line > 0)
+			snprintf(err, errlen, "%s:%d: %s", path, line, msg);
+		else
+			snprintf(err, errlen, "%s: %s", path, msg);
+		return false;
+	}
 	return true;
 }
 
@@ -255,7 +327,8 @@ static bool validate_hostport(const char *name, const char *v, char *err, size_t
 	return true;
 }
 
-bool cfg_validate(const struct cfg *c, char *err, size_t errlen)
+/* Cross-field checks; `blame` names the settings a failure is about. */
+static bool validate(const struct cfg *c, const char *blame[2], char *err, size_t errlen)
 {
 	bson_error_t berr;
 	mongoc_uri_t *uri;
@@ -263,15 +336,21 @@ bool cfg_validate(const struct cfg *c, char *err, size_t errlen)
 	if (c->min_pool_size > c->pool_size) {
 		snprintf(err, errlen, "min_pool_size (%" PRId64 ") exceeds pool_size (%" PRId64 ")",
 			 c->min_pool_size, c->pool_size);
+		blame[0] = "min_pool_size";
+		blame[1] = "pool_size";
 		return false;
 	}
 	if (c->listen_addr[0] == '\0' && c->unix_socket[0] == '\0') {
 		snprintf(err, errlen,
 			 "neither listen_addr nor unix_socket is set: nothing to listen on");
+		blame[0] = "listen_addr";
+		blame[1] = "unix_socket";
 		return false;
 	}
+	blame[0] = "metrics_listen";
 	if (!validate_hostport("metrics_listen", c->metrics_listen, err, errlen))
 		return false;
+	blame[0] = "backend_uri";
 	uri = mongoc_uri_new_with_error(c->backend_uri, &berr);
 	if (uri == NULL) {
 		snprintf(err, errlen, "backend_uri: %s", berr.message);
@@ -279,6 +358,13 @@ bool cfg_validate(const struct cfg *c, char *err, size_t errlen)
 	}
 	mongoc_uri_destroy(uri);
 	return true;
+}
+
+bool cfg_validate(const struct cfg *c, char *err, size_t errlen)
+{
+	const char *blame[2] = {NULL, NULL};
+
+	return validate(c, blame, err, errlen);
 }
 
 void cfg_keep_static(const struct cfg *old, struct cfg *next)
