@@ -10,7 +10,7 @@ need_apt=(
   openjdk-17-jdk-headless maven
   python3 python3-pymongo python3-mockupdb
   haproxy gnuplot-nox curl procps
-  debhelper devscripts lintian fakeroot dpkg-dev systemd
+  debhelper devscripts lintian fakeroot dpkg-dev systemd man-db strace
 )
 
 missing=()
