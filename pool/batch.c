@@ -449,7 +449,7 @@ static struct lookup *lookup_new(const bson_t *body)
 	return lk;
 }
 
-static void lookup_free(struct lookup *lk)
+void batch_lookup_free(struct lookup *lk)
 {
 	if (lk == NULL)
 		return;
@@ -594,7 +594,7 @@ bool batch_try_submit(struct request *req, const bson_t *body)
 	free(probe.key);
 	if (b == NULL) {
 		if (idle && g.cfg.batch_max_wait_us == 0) {
-			lookup_free(req->lookup);
+			batch_lookup_free(req->lookup);
 			req->lookup = NULL;
 			return false;
 		}
@@ -682,7 +682,7 @@ static void run_alone(struct request *m)
 {
 	m->kind = REQ_FORWARD;
 	m->batch = NULL;
-	lookup_free(m->lookup);
+	batch_lookup_free(m->lookup);
 	m->lookup = NULL;
 	STAT_INC(batch_fallbacks);
 	if (m->client == NULL) {
@@ -714,8 +714,6 @@ void batch_fail(struct request *req, int code, const char *codename, const char 
 	close_batch(b);
 	while ((m = TAILQ_FIRST(&b->members)) != NULL) {
 		TAILQ_REMOVE(&b->members, m, queue_link);
-		lookup_free(m->lookup);
-		m->lookup = NULL;
 		request_fail(m, code, codename, msg, labels);
 	}
 	batch_free(b);
@@ -879,12 +877,8 @@ static void split_and_answer(struct batch *b)
 			request_done(m);
 			continue;
 		}
-		if (answer_member(b, m)) {
-			lookup_free(m->lookup);
-			m->lookup = NULL;
-		} else {
-			run_alone(m); /* its documents exceed 16 MB together */
-		}
+		if (!answer_member(b, m)) /* answered and freed, unless: */
+			run_alone(m);     /* its documents exceed 16 MB together */
 	}
 }
 

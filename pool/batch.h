@@ -49,5 +49,9 @@ void batch_fail(struct request *batch_req, int code, const char *codename, const
 /* A lookup's client went away. */
 void batch_abandon(struct request *lookup_req);
 
+/* Release a lookup's ids (request_free calls it). */
+struct lookup;
+void batch_lookup_free(struct lookup *lk);
+
 /* Lookups currently waiting in open batches (stats). */
 int batch_open_lookups(void);

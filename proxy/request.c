@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pool/batch.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
 #include "proxy/proxy.h"
@@ -50,6 +51,7 @@ void request_free(struct request *req)
 		evbuffer_free(req->msg);
 	if (req->hello_cmd != NULL)
 		bson_destroy(req->hello_cmd);
+	batch_lookup_free(req->lookup);
 	free(req);
 }
 
