@@ -878,7 +878,7 @@ static void split_and_answer(struct batch *b)
 			continue;
 		}
 		if (!answer_member(b, m)) /* answered and freed, unless: */
-			run_alone(m);     /* its documents exceed 16 MB together */
+			run_alone(m);	  /* its documents exceed 16 MB together */
 	}
 }
 

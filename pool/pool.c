@@ -366,7 +366,9 @@ void pool_server_idle(struct server *s)
 
 	if (s->state == SV_JUSTFREE)
 		return;
-	if (pool_live(p) > g.cfg.pool_size && req == NULL) {
+	/* Surplus after a shrink: retire it now, even with requests waiting
+	 * (the remaining connections serve them). */
+	if (pool_live(p) > g.cfg.pool_size) {
 		server_close(s, 6, "HostUnreachable", "pool shrank (pool_size = %" PRId64 ")",
 			     g.cfg.pool_size);
 		return;

@@ -332,7 +332,8 @@ static void sbuf_cb_server(struct sbuf *sb, enum sbuf_event ev, void *arg)
 		server_close(s, 6, "HostUnreachable", "backend closed the connection");
 		break;
 	case SBUF_ERROR:
-		server_close(s, 6, "HostUnreachable", "backend socket error: %s", strerror(sb->err));
+		server_close(s, 6, "HostUnreachable", "backend socket error: %s",
+			     strerror(sb->err));
 		break;
 	}
 }

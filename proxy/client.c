@@ -477,8 +477,8 @@ static void process_input(struct client *c)
 			/* A message may exceed the buffer limit (up to 48 MB):
 			 * let it in whole, then go back to the limit. */
 			sbuf_set_read_high(&c->sb, (size_t)(len > g.cfg.max_client_buffer_bytes
-								    ? len
-								    : g.cfg.max_client_buffer_bytes));
+								? len
+								: g.cfg.max_client_buffer_bytes));
 			set_reading(c, true);
 			return;
 		case WIRE_FRAME_BAD:
@@ -604,8 +604,8 @@ void client_phase_counts(int *idle, int *waiting, int *running)
 		{
 			if (req->server != NULL)
 				r = true;
-			else
-				w = true;
+			else if (req->queued || req->kind == REQ_LOOKUP)
+				w = true; /* not: a request being answered by the proxy itself */
 		}
 		if (r)
 			(*running)++;
@@ -614,4 +614,14 @@ void client_phase_counts(int *idle, int *waiting, int *running)
 		else
 			(*idle)++;
 	}
+}
+
+size_t client_unsent_bytes(void)
+{
+	struct client *c;
+	size_t n = 0;
+
+	TAILQ_FOREACH(c, &clients_active, link)
+	n += sbuf_pending_out(&c->sb);
+	return n;
 }

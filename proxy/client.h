@@ -13,6 +13,7 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "proxy/list.h"
 
@@ -29,8 +30,8 @@ struct client {
 	uint64_t id;
 	enum client_state state;
 	TAILQ_ENTRY(client) link;
-	struct sbuf sb;               /* the socket and its buffers */
-	struct event *resume_ev;      /* deferred "parse more input" */
+	struct sbuf sb;		 /* the socket and its buffers */
+	struct event *resume_ev; /* deferred "parse more input" */
 	char peer[64];
 	struct request_list requests; /* parsed and not yet answered */
 	int inflight;		      /* entries in `requests` */
@@ -82,4 +83,6 @@ void client_apply_cfg(void);
 
 /* Counts for stats. */
 int client_count(void);
+/* Bytes of replies queued to clients and not yet written. */
+size_t client_unsent_bytes(void);
 void client_phase_counts(int *idle, int *waiting, int *running);

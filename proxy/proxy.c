@@ -88,7 +88,8 @@ static bool drained(void)
 	int idle, waiting, running;
 
 	client_phase_counts(&idle, &waiting, &running);
-	return waiting == 0 && running == 0;
+	/* ...and replies written: exiting closes the sockets, dropping unsent bytes. */
+	return waiting == 0 && running == 0 && client_unsent_bytes() == 0;
 }
 
 static void drain_cb(evutil_socket_t fd, short what, void *arg)
@@ -160,8 +161,8 @@ static void setup_signals(void)
 
 static void teardown(void)
 {
+	pool_shutdown_all(); /* requests still running get ShutdownInProgress */
 	client_close_all("proxy exiting");
-	pool_shutdown_all();
 	listener_stop();
 	metrics_stop();
 	janitor_stop();

@@ -25,11 +25,11 @@
 #include <sys/socket.h>
 
 enum sbuf_event {
-	SBUF_READ,      /* new bytes in sb->in */
-	SBUF_DRAINED,   /* output dropped to write_low (when asked with sbuf_notify_drained) */
+	SBUF_READ,	/* new bytes in sb->in */
+	SBUF_DRAINED,	/* output dropped to write_low (when asked with sbuf_notify_drained) */
 	SBUF_CONNECTED, /* outgoing connect completed */
-	SBUF_EOF,       /* peer closed */
-	SBUF_ERROR,     /* socket error; errno-style code in sb->err */
+	SBUF_EOF,	/* peer closed */
+	SBUF_ERROR,	/* socket error; errno-style code in sb->err */
 };
 
 struct sbuf;
@@ -41,15 +41,15 @@ struct sbuf {
 	struct evbuffer *in, *out;
 	sbuf_cb cb;
 	void *arg;
-	size_t read_high;   /* stop reading at this much buffered input */
-	size_t write_low;   /* SBUF_DRAINED once output is at or below this */
-	bool want_read;     /* the owner wants input */
-	bool reading;       /* rev is added */
-	bool writing;       /* wev is added */
+	size_t read_high; /* stop reading at this much buffered input */
+	size_t write_low; /* SBUF_DRAINED once output is at or below this */
+	bool want_read;	  /* the owner wants input */
+	bool reading;	  /* rev is added */
+	bool writing;	  /* wev is added */
 	bool connecting;
 	bool notify_drained;
 	bool closed;
-	int err;            /* pending error to deliver, 0: none */
+	int err; /* pending error to deliver, 0: none */
 };
 
 /* Take over a connected socket (made nonblocking here). */
