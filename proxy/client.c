@@ -521,7 +521,10 @@ static void sbuf_cb_client(struct sbuf *sb, enum sbuf_event ev, void *arg)
 		client_close(c, "client closed");
 		break;
 	case SBUF_ERROR:
-		client_close(c, "socket error: %s", strerror(c->sb.err));
+		if (c->sb.err == ECONNRESET) /* how many drivers hang up */
+			client_close(c, "client closed");
+		else
+			client_close(c, "socket error: %s", strerror(c->sb.err));
 		break;
 	case SBUF_CONNECTED:
 		break;
