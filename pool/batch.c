@@ -217,11 +217,19 @@ static void count_cb(const bson_iter_t *it, void *arg)
 	(*(int *)arg)++;
 }
 
+static int count_ids(const bson_iter_t *filter)
+{
+	bson_iter_t sub;
+	int nids = 0;
+
+	if (bson_iter_recurse(filter, &sub) && bson_iter_next(&sub))
+		classify_id_cond(&sub, count_cb, &nids); /* counts duplicates too: conservative */
+	return nids;
+}
+
 static const char *classify_limit(const bson_iter_t *limit, const bson_iter_t *filter)
 {
 	int64_t n;
-	int nids = 0;
-	bson_iter_t sub, cond;
 
 	if (!BSON_ITER_HOLDS_NUMBER(limit))
 		return "limit is not a number";
@@ -230,11 +238,17 @@ static const char *classify_limit(const bson_iter_t *limit, const bson_iter_t *f
 		return NULL;
 	if (n < 0)
 		return "negative limit";
-	if (!bson_iter_recurse(filter, &sub) || !bson_iter_next(&sub))
-		return "filter";
-	cond = sub;
-	classify_id_cond(&cond, count_cb, &nids); /* counts duplicates too: conservative */
-	return n >= nids ? NULL : "limit could cut the result";
+	return n >= count_ids(filter) ? NULL : "limit could cut the result";
+}
+
+/* singleBatch returns one batch only: batchSize then acts as a limit. */
+static const char *classify_single_batch(const bson_iter_t *batch_size, const bson_iter_t *filter)
+{
+	if (!BSON_ITER_HOLDS_NUMBER(batch_size))
+		return "batchSize is not a number";
+	return bson_iter_as_int64(batch_size) >= count_ids(filter)
+		   ? NULL
+		   : "singleBatch with a batchSize that could cut the result";
 }
 
 /* Keys a batchable find may carry; everything else disqualifies it. */
@@ -252,8 +266,8 @@ static bool allowed(const char *k)
 
 const char *batch_classify(const bson_t *cmd)
 {
-	bson_iter_t it, filter = {0}, limit = {0};
-	bool have_filter = false, have_limit = false;
+	bson_iter_t it, filter = {0}, limit = {0}, batch_size = {0};
+	bool have_filter = false, have_limit = false, have_batch_size = false, single = false;
 	const char *why;
 
 	if (!bson_iter_init(&it, cmd) || !bson_iter_next(&it) ||
@@ -274,8 +288,13 @@ const char *batch_classify(const bson_t *cmd)
 			return why;
 		} else if (strcmp(k, "readConcern") == 0 && (why = classify_read_concern(&it))) {
 			return why;
-		} else if (strcmp(k, "singleBatch") == 0 && !BSON_ITER_HOLDS_BOOL(&it)) {
-			return "singleBatch is not a bool";
+		} else if (strcmp(k, "batchSize") == 0) {
+			batch_size = it;
+			have_batch_size = true;
+		} else if (strcmp(k, "singleBatch") == 0) {
+			if (!BSON_ITER_HOLDS_BOOL(&it))
+				return "singleBatch is not a bool";
+			single = bson_iter_bool(&it);
 		}
 	}
 	if (!have_filter)
@@ -283,6 +302,8 @@ const char *batch_classify(const bson_t *cmd)
 	if ((why = classify_filter(&filter)))
 		return why;
 	if (have_limit && (why = classify_limit(&limit, &filter)))
+		return why;
+	if (single && have_batch_size && (why = classify_single_batch(&batch_size, &filter)))
 		return why;
 	return NULL;
 }
@@ -870,7 +891,8 @@ static void split_and_answer(struct batch *b)
 {
 	struct request *m;
 
-	qsort(b->found, (size_t)b->nfound, sizeof(*b->found), cmp_found_qsort);
+	if (b->nfound > 1)
+		qsort(b->found, (size_t)b->nfound, sizeof(*b->found), cmp_found_qsort);
 	while ((m = TAILQ_FIRST(&b->members)) != NULL) {
 		TAILQ_REMOVE(&b->members, m, queue_link);
 		if (m->client == NULL) {
@@ -882,13 +904,11 @@ static void split_and_answer(struct batch *b)
 	}
 }
 
-void batch_on_reply(struct server *s, struct request *req, uint8_t *data, size_t len)
+void batch_on_reply(struct server *s, struct request *req, const struct wire_msg *m)
 {
 	struct batch *b = req->batch;
-	struct wire_msg m;
-	struct wire_error err;
 
-	if (!wire_parse_msg(data, len, &m, &err) || !collect_reply(b, &m.body)) {
+	if (!collect_reply(b, &m->body)) {
 		/* Each lookup re-runs alone so its own error reaches it. */
 		s->req = NULL;
 		req->server = NULL;

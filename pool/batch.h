@@ -36,7 +36,8 @@ bool batch_try_submit(struct request *req, const bson_t *body);
 void batch_seal(struct request *batch_req);
 
 /* A reply for a running batch. */
-void batch_on_reply(struct server *s, struct request *batch_req, uint8_t *data, size_t len);
+struct wire_msg;
+void batch_on_reply(struct server *s, struct request *batch_req, const struct wire_msg *m);
 
 /* The batch's backend connection failed: every lookup is re-run alone. */
 void batch_rerun_alone(struct request *batch_req);

@@ -244,15 +244,21 @@ static void refuse_overload(struct request *req, const char *msg)
 }
 
 /* The backend of `p` cannot be reached: `req` fails with HostUnreachable. */
-static void fail_unreachable(struct pool *p, struct request *req, const char *why)
+static void fail_unreachable_code(struct pool *p, struct request *req, int code,
+				  const char *codename, const char *why)
 {
 	char msg[600];
 
 	snprintf(msg, sizeof(msg), "cannot reach backend %s: %s", p->name, why);
 	if (req->kind == REQ_BATCH)
-		batch_fail(req, 6, "HostUnreachable", msg, NULL);
+		batch_fail(req, code, codename, msg, NULL);
 	else
-		request_fail_network(req, 6, "HostUnreachable", msg);
+		request_fail_network(req, code, codename, msg);
+}
+
+static void fail_unreachable(struct pool *p, struct request *req, const char *why)
+{
+	fail_unreachable_code(p, req, 6, "HostUnreachable", why);
 }
 
 void pool_submit(struct request *req)
@@ -299,21 +305,48 @@ void pool_wait_hello(struct request *req)
 }
 
 /* Fail everything waiting on `p` (its backend cannot be reached). */
-static void fail_waiters(struct pool *p, const char *why)
+static void fail_waiters(struct pool *p, int code, const char *codename, const char *why)
 {
 	struct request *req;
 
 	while ((req = TAILQ_FIRST(&p->hello_waiters)) != NULL) {
 		pool_unqueue(req);
-		fail_unreachable(p, req, why);
+		fail_unreachable_code(p, req, code, codename, why);
 	}
 	while ((req = TAILQ_FIRST(&p->waiting)) != NULL) {
 		pool_unqueue(req);
-		fail_unreachable(p, req, why);
+		fail_unreachable_code(p, req, code, codename, why);
 	}
 }
 
-void pool_connect_failed(struct pool *p, const char *why)
+static void advance_target(void);
+
+/* Hand everything waiting on `from` to the (new) target pool. */
+static void requeue_waiters(struct pool *from)
+{
+	struct request_list hellos = TAILQ_HEAD_INITIALIZER(hellos);
+	struct request_list reqs = TAILQ_HEAD_INITIALIZER(reqs);
+	struct request *req;
+
+	while ((req = TAILQ_FIRST(&from->hello_waiters)) != NULL) {
+		pool_unqueue(req);
+		TAILQ_INSERT_TAIL(&hellos, req, queue_link);
+	}
+	while ((req = TAILQ_FIRST(&from->waiting)) != NULL) {
+		pool_unqueue(req);
+		TAILQ_INSERT_TAIL(&reqs, req, queue_link);
+	}
+	while ((req = TAILQ_FIRST(&hellos)) != NULL) {
+		TAILQ_REMOVE(&hellos, req, queue_link);
+		pool_wait_hello(req);
+	}
+	while ((req = TAILQ_FIRST(&reqs)) != NULL) {
+		TAILQ_REMOVE(&reqs, req, queue_link);
+		pool_submit(req);
+	}
+}
+
+void pool_connect_failed(struct pool *p, int code, const char *codename, const char *why)
 {
 	p->connects_failed++;
 	STAT_INC(backend_connect_failures);
@@ -322,8 +355,14 @@ void pool_connect_failed(struct pool *p, const char *why)
 	p->backoff_ms *= 2;
 	if (p->backoff_ms > g.cfg.reconnect_backoff_max_ms)
 		p->backoff_ms = g.cfg.reconnect_backoff_max_ms;
-	if (pool_live(p) == 0)
-		fail_waiters(p, why);
+	if (pool_live(p) == 0) {
+		if (p == pool_target() && npools > 1) {
+			advance_target();
+			requeue_waiters(p);
+		} else {
+			fail_waiters(p, code, codename, why);
+		}
+	}
 }
 
 /* Try the next seed host when the current one is not writable. */
@@ -346,9 +385,11 @@ void pool_server_ready(struct server *s, const struct backend_info *bi)
 	p->next_connect_usec = 0;
 	if (bi->kind == BACKEND_RS_OTHER) {
 		p->usable = false;
-		server_close(s, 6, "HostUnreachable", "backend is not a writable primary");
-		if (p == pool_target())
+		if (p == pool_target() && npools > 1) {
 			advance_target();
+			requeue_waiters(p);
+		}
+		server_close(s, 6, "HostUnreachable", "backend is not a writable primary");
 		return;
 	}
 	p->usable = true;

@@ -70,7 +70,7 @@ void pool_unqueue(struct request *req);
 /* Server callbacks. */
 void pool_server_ready(struct server *s, const struct backend_info *bi);
 void pool_server_idle(struct server *s);
-void pool_connect_failed(struct pool *p, const char *why);
+void pool_connect_failed(struct pool *p, int code, const char *codename, const char *why);
 void pool_server_gone(struct pool *p);
 
 /* Janitor: minimums, idle reaping, shrink after reload, timeouts. */

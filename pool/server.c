@@ -175,7 +175,7 @@ void server_close(struct server *s, int code, const char *codename, const char *
 			request_fail_network(req, code, codename, reason);
 	}
 	if (was_connecting)
-		pool_connect_failed(s->pool, reason);
+		pool_connect_failed(s->pool, code, codename, reason);
 	else
 		pool_server_gone(s->pool);
 }
@@ -191,18 +191,12 @@ void server_free_deferred(void)
 	}
 }
 
-static void handle_hello_reply(struct server *s, const uint8_t *data, size_t len)
+static void handle_hello_reply(struct server *s, const struct wire_msg *m)
 {
-	struct wire_msg m;
-	struct wire_error werr;
 	struct backend_info bi;
 	char err[256];
 
-	if (!wire_parse_msg(data, len, &m, &werr)) {
-		server_close(s, 6, "HostUnreachable", "bad hello reply: %s", werr.msg);
-		return;
-	}
-	if (!handshake_parse_backend(&m.body, &bi, err, sizeof(err))) {
+	if (!handshake_parse_backend(&m->body, &bi, err, sizeof(err))) {
 		server_close(s, 6, "HostUnreachable", "%s", err);
 		return;
 	}
@@ -214,17 +208,17 @@ static void handle_hello_reply(struct server *s, const uint8_t *data, size_t len
 }
 
 /* Hand a complete reply to the request it answers. */
-static void deliver(struct server *s, struct evbuffer *buf, uint8_t *data, size_t len)
+static void deliver(struct server *s, struct evbuffer *buf, uint8_t *data, size_t len,
+		    const struct wire_msg *m)
 {
 	struct request *req = s->req;
-	uint32_t flags = (uint32_t)wire_read_i32(data + WIRE_HEADER_LEN);
 
 	if (req->kind == REQ_BATCH) {
-		batch_on_reply(s, req, data, len);
+		batch_on_reply(s, req, m);
 		return;
 	}
 	wire_write_i32(data + 8, req->client_request_id);
-	if (flags & MSG_CHECKSUM_PRESENT) {
+	if (m->flags & MSG_CHECKSUM_PRESENT) {
 		struct evbuffer *copy = evbuffer_new();
 
 		wire_msg_prepare_forward(data, len);
@@ -241,12 +235,19 @@ static void handle_reply(struct server *s, struct evbuffer *buf, size_t len)
 {
 	uint8_t *data = evbuffer_pullup(buf, (ssize_t)len);
 	struct wire_header h;
+	struct wire_msg m;
+	struct wire_error err;
 
 	wire_read_header(data, &h);
-	if (h.opcode != OP_MSG || len < WIRE_HEADER_LEN + 5) {
+	if (h.opcode != OP_MSG) {
 		server_close(s, 6, "HostUnreachable",
 			     "backend sent %s (opcode %d), expected OP_MSG",
 			     wire_opcode_name(h.opcode), h.opcode);
+		return;
+	}
+	if (len < WIRE_HEADER_LEN + 5) {
+		server_close(s, 6, "HostUnreachable", "backend sent a %zu-byte OP_MSG (too short)",
+			     len);
 		return;
 	}
 	if (h.response_to == 0 || h.response_to != s->expect_response_to) {
@@ -259,10 +260,15 @@ static void handle_reply(struct server *s, struct evbuffer *buf, size_t len)
 		server_close(s, 6, "HostUnreachable", "backend started an exhaust stream");
 		return;
 	}
+	/* Checked, not trusted: checksum, sections, every document valid BSON. */
+	if (!wire_parse_reply(data, len, &m, &err)) {
+		server_close(s, 6, "HostUnreachable", "backend sent an invalid reply: %s", err.msg);
+		return;
+	}
 	if (s->state == SV_CONNECTING)
-		handle_hello_reply(s, data, len);
+		handle_hello_reply(s, &m);
 	else if (s->req != NULL)
-		deliver(s, buf, data, len);
+		deliver(s, buf, data, len, &m);
 }
 
 static void read_replies(struct server *s)

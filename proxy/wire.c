@@ -63,9 +63,14 @@ void wire_set_error(struct wire_error *err, int code, const char *codename, cons
 	va_end(ap);
 }
 
+/* Largest document in a request: 16 MB plus the slack mongod allows for
+ * command envelopes. Replies are bounded by their message only (servers
+ * exceed 16 MB in reply bodies). */
+#define REQUEST_MAX_DOC (WIRE_MAX_BSON + 16 * 1024)
+
 /* A BSON document at p with at most `room` bytes: checks length and content. */
-static bool check_doc(const uint8_t *p, size_t room, uint32_t *doc_len, struct wire_error *err,
-		      const char *what)
+static bool check_doc(const uint8_t *p, size_t room, size_t max, uint32_t *doc_len,
+		      struct wire_error *err, const char *what)
 {
 	bson_t b;
 	size_t bad_off;
@@ -76,7 +81,7 @@ static bool check_doc(const uint8_t *p, size_t room, uint32_t *doc_len, struct w
 		return false;
 	}
 	len = wire_read_i32(p);
-	if (len < 5 || (size_t)len > room || len > WIRE_MAX_BSON + 16 * 1024) {
+	if (len < 5 || (size_t)len > room || (size_t)len > max) {
 		wire_set_error(err, 22, "InvalidBSON", "%s: document length %d does not fit", what,
 			       len);
 		return false;
@@ -91,7 +96,7 @@ static bool check_doc(const uint8_t *p, size_t room, uint32_t *doc_len, struct w
 }
 
 /* A kind-1 section at p (after the kind byte); returns its size. */
-static bool check_sequence(const uint8_t *p, size_t room, uint32_t *size_out,
+static bool check_sequence(const uint8_t *p, size_t room, size_t max, uint32_t *size_out,
 			   struct wire_error *err)
 {
 	int32_t size;
@@ -117,7 +122,8 @@ static bool check_sequence(const uint8_t *p, size_t room, uint32_t *size_out,
 	while (off < (size_t)size) {
 		uint32_t dl;
 
-		if (!check_doc(p + off, (size_t)size - off, &dl, err, "OP_MSG document sequence"))
+		if (!check_doc(p + off, (size_t)size - off, max, &dl, err,
+			       "OP_MSG document sequence"))
 			return false;
 		off += dl;
 	}
@@ -148,7 +154,8 @@ static bool check_flags_and_checksum(const uint8_t *data, size_t *len, struct wi
 	return true;
 }
 
-bool wire_parse_msg(const uint8_t *data, size_t len, struct wire_msg *m, struct wire_error *err)
+static bool parse_msg(const uint8_t *data, size_t len, size_t max_doc, struct wire_msg *m,
+		      struct wire_error *err)
 {
 	size_t off = WIRE_HEADER_LEN + 4;
 	bool have_body = false;
@@ -171,12 +178,12 @@ bool wire_parse_msg(const uint8_t *data, size_t len, struct wire_msg *m, struct 
 					       "OP_MSG: more than one body section");
 				return false;
 			}
-			if (!check_doc(data + off, len - off, &n, err, "OP_MSG body"))
+			if (!check_doc(data + off, len - off, max_doc, &n, err, "OP_MSG body"))
 				return false;
 			m->body_offset = (uint32_t)off;
 			have_body = true;
 		} else if (kind == 1) {
-			if (!check_sequence(data + off, len - off, &n, err))
+			if (!check_sequence(data + off, len - off, max_doc, &n, err))
 				return false;
 			if (m->nsequences++ == 0)
 				m->seq_start = data + off - 1;
@@ -194,6 +201,16 @@ bool wire_parse_msg(const uint8_t *data, size_t len, struct wire_msg *m, struct 
 			      (size_t)wire_read_i32(data + m->body_offset)))
 		return false;
 	return true;
+}
+
+bool wire_parse_msg(const uint8_t *data, size_t len, struct wire_msg *m, struct wire_error *err)
+{
+	return parse_msg(data, len, REQUEST_MAX_DOC, m, err);
+}
+
+bool wire_parse_reply(const uint8_t *data, size_t len, struct wire_msg *m, struct wire_error *err)
+{
+	return parse_msg(data, len, WIRE_MAX_MESSAGE, m, err);
 }
 
 bool wire_msg_each_sequence(const uint8_t *data, size_t len, const struct wire_msg *m,
@@ -257,7 +274,7 @@ bool wire_parse_query(const uint8_t *data, size_t len, struct wire_query *q, str
 		wire_set_error(err, 2, "BadValue", "OP_QUERY: message too short");
 		return false;
 	}
-	if (!check_doc(data + off, len - off, &dl, err, "OP_QUERY query"))
+	if (!check_doc(data + off, len - off, REQUEST_MAX_DOC, &dl, err, "OP_QUERY query"))
 		return false;
 	if (!bson_init_static(&q->query, data + off, dl))
 		return false;

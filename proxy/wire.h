@@ -89,6 +89,9 @@ enum wire_frame wire_frame_check(const uint8_t *hdr, size_t avail, int32_t *len_
 
 bool wire_parse_msg(const uint8_t *data, size_t len, struct wire_msg *m, struct wire_error *err)
     __attribute__((warn_unused_result));
+/* The same checks for a backend's reply, whose documents may exceed 16 MB. */
+bool wire_parse_reply(const uint8_t *data, size_t len, struct wire_msg *m, struct wire_error *err)
+    __attribute__((warn_unused_result));
 bool wire_parse_query(const uint8_t *data, size_t len, struct wire_query *q, struct wire_error *err)
     __attribute__((warn_unused_result));
 

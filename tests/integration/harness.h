@@ -1,0 +1,180 @@
+/*
+ * harness.h — integration-test harness: the real mongoplex binary in front of
+ * the real backend named by MONGOPLEX_TEST_URI (started by scripts/test.sh),
+ * driven by libmongoc and by raw wire-protocol sockets.
+ *
+ *   proxy_start(extra)  fork/exec mongoplex with a generated INI file (extra
+ *                       settings appended), stderr to DIR/proxy.log, wait for
+ *                       "listening on HOST:PORT" and a successful connect
+ *   proxy_stop(p)       SIGINT, waitpid, assert exit status 0 (so sanitizer
+ *                       findings in the proxy fail the test)
+ *
+ * Every helper that may fail the test does so from the calling thread, which
+ * must be the test's main thread (criterion assertions are not thread-safe);
+ * helpers meant for worker threads return false instead.
+ */
+#pragma once
+
+#include <bson/bson.h>
+#include <mongoc/mongoc.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define H_WIRE_OP_REPLY	     1
+#define H_WIRE_OP_INSERT     2002
+#define H_WIRE_OP_QUERY	     2004
+#define H_WIRE_OP_GET_MORE   2005
+#define H_WIRE_OP_COMPRESSED 2012
+#define H_WIRE_OP_MSG	     2013
+
+#define H_MSG_CHECKSUM	   (1u << 0)
+#define H_MSG_MORE_TO_COME (1u << 1)
+
+/* ------------------------------------------------------------ environment */
+
+/* MONGOPLEX_TEST_URI; fails the test when it is not set. */
+const char *h_backend_uri(void);
+/* MONGOPLEX_TEST_BACKEND: "mongo-java-server", "ferretdb" or "external". */
+const char *h_backend_name(void);
+bool h_backend_is(const char *name);
+/* The backend's first host (for raw sockets straight to the backend). */
+void h_backend_hostport(char *host, size_t hostlen, int *port);
+
+/* A name unique to this test process and call: "<prefix>_<pid>_<random>_<n>". */
+void h_unique(char *buf, size_t len, const char *prefix);
+
+/* Raise RLIMIT_NOFILE to at least `want` (soft, and hard when allowed);
+ * returns the resulting soft limit. */
+long h_raise_nofile(long want);
+
+/* Milliseconds on a monotonic clock. */
+int64_t h_now_ms(void);
+void h_sleep_ms(int ms);
+
+/* ------------------------------------------------------------ the proxy */
+
+struct proxy {
+	pid_t pid;
+	int port;
+	bool exited;
+	int wait_status;
+	char dir[256];
+	char log_path[300];
+	char cfg_path[300];
+	char uri[160];
+};
+
+/* Start the proxy; `extra` holds INI lines ("key = value\n") that override
+ * the defaults (listen on 127.0.0.1 port 0, backend = MONGOPLEX_TEST_URI,
+ * pool_size = 4, log_level = info). May be NULL. */
+struct proxy *proxy_start(const char *extra);
+/* SIGINT, wait, assert exit 0; frees p and (on success) its directory. */
+void proxy_stop(struct proxy *p);
+/* Still running? (reaps it if it died) */
+bool proxy_alive(struct proxy *p);
+/* Fail the test, with the exit status and the log tail, if it is not. */
+void proxy_assert_alive(struct proxy *p, const char *when);
+/* Whole log / its last max_bytes, malloc'd (never NULL). */
+char *proxy_log(struct proxy *p);
+char *proxy_log_tail(struct proxy *p, size_t max_bytes);
+bool log_contains(struct proxy *p, const char *substring);
+/* Poll the log for substring for up to timeout_ms. */
+bool log_wait(struct proxy *p, const char *substring, int timeout_ms);
+/* A log line about the client on socket fd (its "127.0.0.1:LOCALPORT: "
+ * prefix) that contains substring; polls up to timeout_ms. */
+bool log_wait_client(struct proxy *p, int fd, const char *substring, int timeout_ms);
+/* VmRSS of the proxy in kB (-1 if unreadable). */
+long proxy_rss_kb(struct proxy *p);
+
+/* ------------------------------------------------------------ libmongoc */
+
+/* A client with a short serverSelectionTimeoutMS and the given appname. */
+mongoc_client_t *h_client_uri(const char *uri, const char *appname);
+mongoc_client_t *h_proxy_client(struct proxy *p, const char *appname);
+mongoc_client_t *h_backend_client(const char *appname);
+
+/* Run a command; *reply is always initialised (the server's reply, or empty). */
+bool h_cmd(mongoc_client_t *c, const char *db, const bson_t *cmd, bson_t *reply, bson_error_t *err);
+/* Same, command given as relaxed extended JSON. */
+bool h_cmd_json(mongoc_client_t *c, const char *db, const char *json, bson_t *reply,
+		bson_error_t *err);
+/* mongoplexStats through a client (asserts success). */
+void h_stats(mongoc_client_t *c, bson_t *out);
+/* mongoplexStats through a fresh short-lived client. */
+void proxy_stats(struct proxy *p, bson_t *out);
+
+/* Number at a dotted path ("counters.clients_accepted", "pools.0.idle");
+ * `dflt` when missing or not a number. */
+int64_t h_get_int(const bson_t *doc, const char *path, int64_t dflt);
+/* Truthiness (bool or number) at a dotted path; false when missing. */
+bool h_get_bool(const bson_t *doc, const char *path);
+/* UTF-8 at a dotted path, or NULL. */
+const char *h_get_str(const bson_t *doc, const char *path);
+/* Copy of doc without the fields that legitimately differ between two
+ * servers' or two runs' replies ($clusterTime, operationTime, ...). */
+void h_strip_volatile(const bson_t *doc, bson_t *out);
+/* Compare two replies after h_strip_volatile; on mismatch *why is a
+ * malloc'd description (free with bson_free). */
+bool h_same_reply(const bson_t *a, const bson_t *b, char **why);
+/* All documents of db.coll sorted by _id, as an array document
+ * {"0": doc, "1": doc, ...}; returns the count, -1 on error. */
+int64_t h_all_docs(mongoc_client_t *c, const char *db, const char *coll, bson_t *out);
+/* Drop a database (ignores errors). */
+void h_drop_db(mongoc_client_t *c, const char *db);
+
+/* ------------------------------------------------------------ raw wire */
+
+/* A growable byte buffer for building messages. */
+struct h_buf {
+	uint8_t *data;
+	size_t len, cap;
+};
+
+void hb_init(struct h_buf *b);
+void hb_free(struct h_buf *b);
+void hb_add(struct h_buf *b, const void *p, size_t n);
+void hb_i32(struct h_buf *b, int32_t v);
+void hb_i64(struct h_buf *b, int64_t v);
+void hb_u8(struct h_buf *b, uint8_t v);
+void hb_cstr(struct h_buf *b, const char *s);
+void hb_doc(struct h_buf *b, const bson_t *doc);
+/* Header with messageLength 0 (patched by hb_finish). */
+void hb_header(struct h_buf *b, int32_t request_id, int32_t response_to, int32_t opcode);
+/* Patch messageLength; with checksum, append the CRC-32C of the message. */
+void hb_finish(struct h_buf *b, bool checksum);
+/* Overwrite the int32 at offset. */
+void hb_set_i32(struct h_buf *b, size_t off, int32_t v);
+
+/* Whole messages. */
+void h_build_msg(struct h_buf *b, int32_t request_id, uint32_t flags, const bson_t *body);
+void h_build_query(struct h_buf *b, int32_t request_id, const char *ns, const bson_t *query);
+uint32_t h_crc32c(const uint8_t *p, size_t n);
+
+/* Sockets (blocking, CLOEXEC, TCP_NODELAY). -1 on failure. */
+int raw_connect_to(const char *host, int port);
+int raw_connect(struct proxy *p);
+bool raw_send(int fd, const void *data, size_t len);
+
+enum raw_status { RAW_OK, RAW_EOF, RAW_TIMEOUT, RAW_ERROR };
+/* Receive one whole message into *msg (malloc'd, free with free()). */
+enum raw_status raw_recv_msg(int fd, uint8_t **msg, size_t *len, int timeout_ms);
+/* Wait until the peer closes (EOF or reset), discarding input. */
+bool raw_wait_closed(int fd, int timeout_ms);
+const char *raw_status_name(enum raw_status s);
+
+/* A parsed reply: header fields and a view of its (first) document. */
+struct raw_reply {
+	int32_t len, request_id, response_to, opcode;
+	uint32_t flags;	    /* OP_MSG flagBits or OP_REPLY responseFlags */
+	int32_t n_returned; /* OP_REPLY only */
+	bool have_doc;
+	bson_t doc; /* static view into the message bytes */
+};
+bool raw_parse_reply(const uint8_t *msg, size_t len, struct raw_reply *r);
+/* Send cmd (must contain $db) as OP_MSG and receive its reply body into
+ * *reply (a copy). false on timeout/close/garbage (*reply then empty). */
+bool raw_command(int fd, int32_t request_id, const bson_t *cmd, bson_t *reply, int timeout_ms);
+/* A {ping: 1} on fd answered ok: 1? */
+bool raw_ping_ok(int fd, int timeout_ms);
