@@ -26,11 +26,6 @@ static int npools;
 static int target;
 static int total_waiting;
 
-static const char *const overload_labels[] = {"SystemOverloadedError", "RetryableError", NULL};
-
-#define OVERLOAD_CODE	  462
-#define OVERLOAD_CODENAME "IngressRequestRateLimitExceeded"
-
 const char *pool_name(const struct pool *p)
 {
 	return p->name;

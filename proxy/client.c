@@ -51,7 +51,7 @@ static struct client_list clients_justfree = TAILQ_HEAD_INITIALIZER(clients_just
 static int n_active;
 static uint64_t next_client_id = 1;
 
-static const char *const overload_labels[] = {"SystemOverloadedError", "RetryableError", NULL};
+static int n_over_limit; /* accepted beyond max_client_conn, awaiting refusal */
 
 static void sbuf_cb_client(struct sbuf *sb, enum sbuf_event ev, void *arg);
 static void resume_cb(evutil_socket_t fd, short what, void *arg);
@@ -63,6 +63,8 @@ static void client_set_state(struct client *c, enum client_state st)
 	if (c->state == CL_ACTIVE) {
 		TAILQ_REMOVE(&clients_active, c, link);
 		n_active--;
+		if (c->over_limit)
+			n_over_limit--;
 	}
 	c->state = st;
 	if (st == CL_ACTIVE) {
@@ -121,8 +123,9 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 	TAILQ_INSERT_TAIL(&clients_active, c, link);
 	n_active++;
 	STAT_INC(clients_accepted);
-	if (n_active > g.cfg.max_client_conn) {
+	if (n_active - n_over_limit > g.cfg.max_client_conn) {
 		c->over_limit = true;
+		n_over_limit++;
 		STAT_INC(clients_refused);
 		log_warning("C-%" PRIu64 " %s: over max_client_conn (%" PRId64 "), will refuse",
 			    c->id, c->peer, g.cfg.max_client_conn);
@@ -419,8 +422,8 @@ static void handle_message(struct client *c, struct evbuffer *buf, size_t len)
 		snprintf(msg, sizeof(msg),
 			 "mongoplex: too many client connections (max_client_conn = %" PRId64 ")",
 			 g.cfg.max_client_conn);
-		reply_error(c, wire_read_i32(data + 4), opcode == OP_QUERY, 458, "SystemOverloaded",
-			    msg, overload_labels);
+		reply_error(c, wire_read_i32(data + 4), opcode == OP_QUERY, OVERLOAD_CODE,
+			    OVERLOAD_CODENAME, msg, overload_labels);
 		c->closing = true;
 		return;
 	}
@@ -563,7 +566,10 @@ void client_janitor(uint64_t now)
 
 	TAILQ_FOREACH_SAFE(c, &clients_active, link, tmp)
 	{
-		if (c->partial_since_usec && now - c->partial_since_usec > read_us) {
+		if (c->over_limit && now - c->connected_usec > read_us) {
+			client_close(c, "refused (max_client_conn) and sent no request within "
+					"client_read_timeout_ms");
+		} else if (c->partial_since_usec && now - c->partial_since_usec > read_us) {
 			STAT_INC(clients_closed_error);
 			client_close(c,
 				     "incomplete message for more than %" PRId64

@@ -13,6 +13,8 @@
 #include "proxy/stats.h"
 #include "proxy/wire.h"
 
+const char *const overload_labels[] = {"SystemOverloadedError", "RetryableError", NULL};
+
 struct request *request_new(struct client *client, enum request_kind kind)
 {
 	struct request *req = calloc(1, sizeof(*req));
