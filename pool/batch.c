@@ -44,12 +44,15 @@ struct found {
 	bson_value_t id;
 };
 
+#define DB_NAME_MAX   128
+#define COLL_NAME_MAX 256
+
 struct batch {
 	struct request *req; /* the REQ_BATCH request that runs it */
 	char *key;	     /* db, coll, projection, readConcern, readPreference, maxTimeMS */
 	size_t keylen;
-	char db[128];
-	char coll[256];
+	char db[DB_NAME_MAX];
+	char coll[COLL_NAME_MAX];
 	bson_t extra; /* projection/readConcern/$readPreference/maxTimeMS to copy */
 	struct request_list members;
 	int nmembers;
@@ -75,23 +78,59 @@ int batch_open_lookups(void)
 
 /* ---- classification ------------------------------------------------- */
 
-/* Decimal128 ids are compared through long double; only values with at most
- * 18 significant digits are taken, which long double tells apart exactly. */
-static bool decimal_ok(const bson_decimal128_t *d)
+/* A Decimal128 _id is batched only when it is an integer of at most 18
+ * digits: then it is exactly an int64 (and a long double), so comparing it
+ * with int32/int64/double values through long double is exact. Others
+ * (fractions, huge or tiny exponents, NaN, Infinity) are forwarded as is. */
+static bool decimal_as_int64(const bson_decimal128_t *d, int64_t *out)
 {
-	char str[BSON_DECIMAL128_STRING];
-	int digits = 0;
+	char str[BSON_DECIMAL128_STRING], digits[64];
+	const char *p = str;
+	int nd = 0, exp = 0, start = 0;
+	bool neg = false;
+	int64_t v = 0;
 
 	bson_decimal128_to_string(d, str);
-	for (const char *p = str; *p && *p != 'E'; p++)
-		if (*p >= '0' && *p <= '9')
-			digits++;
-	return strchr(str, 'N') == NULL && strchr(str, 'I') == NULL && digits <= 18;
+	if (*p == '-') {
+		neg = true;
+		p++;
+	}
+	for (; *p && *p != 'E'; p++) {
+		if (*p == '.') {
+			for (const char *q = p + 1; *q >= '0' && *q <= '9'; q++)
+				exp--;
+			continue;
+		}
+		if (*p < '0' || *p > '9' || nd >= (int)sizeof(digits))
+			return false; /* NaN, Infinity */
+		digits[nd++] = *p;
+	}
+	if (*p == 'E')
+		exp += atoi(p + 1);
+	while (nd > 0 && digits[nd - 1] == '0' && exp < 0) { /* 1.50 -> 15E-1 */
+		nd--;
+		exp++;
+	}
+	while (start < nd && digits[start] == '0')
+		start++;
+	if (start == nd) { /* zero, whatever its exponent */
+		*out = 0;
+		return true;
+	}
+	if (exp < 0 || nd - start + exp > 18)
+		return false;
+	for (int i = start; i < nd; i++)
+		v = v * 10 + (digits[i] - '0');
+	for (int i = 0; i < exp; i++)
+		v *= 10;
+	*out = neg ? -v : v;
+	return true;
 }
 
 static bool scalar_ok(const bson_iter_t *it)
 {
 	bson_decimal128_t d;
+	int64_t unused;
 
 	switch (bson_iter_type(it)) {
 	case BSON_TYPE_INT32:
@@ -108,7 +147,7 @@ static bool scalar_ok(const bson_iter_t *it)
 	case BSON_TYPE_DOUBLE:
 		return !isnan(bson_iter_double(it));
 	case BSON_TYPE_DECIMAL128:
-		return bson_iter_decimal128(it, &d) && decimal_ok(&d);
+		return bson_iter_decimal128(it, &d) && decimal_as_int64(&d, &unused);
 	default:
 		return false;
 	}
@@ -241,14 +280,42 @@ static const char *classify_limit(const bson_iter_t *limit, const bson_iter_t *f
 	return n >= count_ids(filter) ? NULL : "limit could cut the result";
 }
 
-/* singleBatch returns one batch only: batchSize then acts as a limit. */
-static const char *classify_single_batch(const bson_iter_t *batch_size, const bson_iter_t *filter)
+/* mongod's first batch holds 101 documents unless batchSize says otherwise. */
+#define DEFAULT_FIRST_BATCH 101
+
+/* singleBatch returns one batch only: its size then acts as a limit. */
+static const char *classify_single_batch(const bson_iter_t *batch_size, bool have_batch_size,
+					 const bson_iter_t *filter)
 {
-	if (!BSON_ITER_HOLDS_NUMBER(batch_size))
-		return "batchSize is not a number";
-	return bson_iter_as_int64(batch_size) >= count_ids(filter)
-		   ? NULL
-		   : "singleBatch with a batchSize that could cut the result";
+	int64_t n = have_batch_size ? bson_iter_as_int64(batch_size) : DEFAULT_FIRST_BATCH;
+
+	return n >= count_ids(filter) ? NULL
+				      : "singleBatch with a batch size that could cut the result";
+}
+
+/* A collection or database name the batcher can carry as a C string. */
+static bool plain_name(const bson_iter_t *it, size_t room)
+{
+	uint32_t len;
+	const char *str = bson_iter_utf8(it, &len);
+
+	return str != NULL && len > 0 && len < room && strlen(str) == len;
+}
+
+/* Type checks for the keys mongod would reject: forward those, don't answer. */
+static const char *classify_types(const char *k, const bson_iter_t *it)
+{
+	if ((strcmp(k, "batchSize") == 0 || strcmp(k, "maxTimeMS") == 0) &&
+	    (!BSON_ITER_HOLDS_NUMBER(it) || bson_iter_as_int64(it) < 0))
+		return "batchSize/maxTimeMS is not a non-negative number";
+	if ((strcmp(k, "lsid") == 0 || strcmp(k, "$readPreference") == 0) &&
+	    !BSON_ITER_HOLDS_DOCUMENT(it))
+		return "lsid/$readPreference is not a document";
+	if (strcmp(k, "$db") == 0 && !(BSON_ITER_HOLDS_UTF8(it) && plain_name(it, DB_NAME_MAX)))
+		return "$db is not a plain name";
+	if (strcmp(k, "singleBatch") == 0 && !BSON_ITER_HOLDS_BOOL(it))
+		return "singleBatch is not a bool";
+	return NULL;
 }
 
 /* Keys a batchable find may carry; everything else disqualifies it. */
@@ -256,28 +323,37 @@ static const char *const allowed_keys[] = {
     "find", "filter",	    "projection",      "limit",	      "singleBatch", "batchSize", "$db",
     "lsid", "$clusterTime", "$readPreference", "readConcern", "maxTimeMS",   NULL};
 
-static bool allowed(const char *k)
+/* Index of k in allowed_keys, -1 if absent. */
+static int allowed(const char *k)
 {
 	for (int i = 0; allowed_keys[i]; i++)
 		if (strcmp(allowed_keys[i], k) == 0)
-			return true;
-	return false;
+			return i;
+	return -1;
 }
 
 const char *batch_classify(const bson_t *cmd)
 {
 	bson_iter_t it, filter = {0}, limit = {0}, batch_size = {0};
 	bool have_filter = false, have_limit = false, have_batch_size = false, single = false;
+	unsigned seen = 1; /* bit i: allowed_keys[i] met ("find" is first) */
 	const char *why;
 
 	if (!bson_iter_init(&it, cmd) || !bson_iter_next(&it) ||
-	    strcmp(bson_iter_key(&it), "find") != 0 || !BSON_ITER_HOLDS_UTF8(&it))
-		return "not a find on a collection";
+	    strcmp(bson_iter_key(&it), "find") != 0 || !BSON_ITER_HOLDS_UTF8(&it) ||
+	    !plain_name(&it, COLL_NAME_MAX))
+		return "not a find on a plainly named collection";
 	while (bson_iter_next(&it)) {
 		const char *k = bson_iter_key(&it);
+		int idx = allowed(k);
 
-		if (!allowed(k))
+		if (idx < 0)
 			return k; /* sort, skip, hint, collation, txnNumber, ... */
+		if (seen & (1u << idx))
+			return "a key appears twice"; /* mongod refuses such commands */
+		seen |= 1u << idx;
+		if ((why = classify_types(k, &it)))
+			return why;
 		if (strcmp(k, "filter") == 0) {
 			filter = it;
 			have_filter = true;
@@ -292,8 +368,6 @@ const char *batch_classify(const bson_t *cmd)
 			batch_size = it;
 			have_batch_size = true;
 		} else if (strcmp(k, "singleBatch") == 0) {
-			if (!BSON_ITER_HOLDS_BOOL(&it))
-				return "singleBatch is not a bool";
 			single = bson_iter_bool(&it);
 		}
 	}
@@ -303,7 +377,7 @@ const char *batch_classify(const bson_t *cmd)
 		return why;
 	if (have_limit && (why = classify_limit(&limit, &filter)))
 		return why;
-	if (single && have_batch_size && (why = classify_single_batch(&batch_size, &filter)))
+	if (single && (why = classify_single_batch(&batch_size, have_batch_size, &filter)))
 		return why;
 	return NULL;
 }
@@ -339,9 +413,11 @@ static int type_rank(bson_type_t t)
 	}
 }
 
+/* Exact for every value batch_classify accepts (long double has a 64-bit
+ * mantissa: every int64 and every double fits). */
 static long double as_long_double(const bson_value_t *v)
 {
-	char str[BSON_DECIMAL128_STRING];
+	int64_t i = 0;
 
 	switch (v->value_type) {
 	case BSON_TYPE_INT32:
@@ -351,8 +427,8 @@ static long double as_long_double(const bson_value_t *v)
 	case BSON_TYPE_DOUBLE:
 		return v->value.v_double;
 	default:
-		bson_decimal128_to_string(&v->value.v_decimal128, str);
-		return strtold(str, NULL);
+		decimal_as_int64(&v->value.v_decimal128, &i);
+		return (long double)i;
 	}
 }
 
@@ -363,7 +439,8 @@ static int cmp_num(long double a, long double b)
 
 static int cmp_bytes(const void *a, uint32_t alen, const void *b, uint32_t blen)
 {
-	int c = memcmp(a, b, alen < blen ? alen : blen);
+	uint32_t n = alen < blen ? alen : blen;
+	int c = n ? memcmp(a, b, n) : 0; /* empty BinData has no data pointer */
 
 	if (c != 0)
 		return c < 0 ? -1 : 1;
@@ -427,7 +504,8 @@ static int sort_unique(bson_value_t *v, int n, bool destroy_dups)
 {
 	int out = 0;
 
-	qsort(v, (size_t)n, sizeof(*v), cmp_values_qsort);
+	if (n > 1)
+		qsort(v, (size_t)n, sizeof(*v), cmp_values_qsort);
 	for (int i = 0; i < n; i++) {
 		if (out > 0 && batch_compare_ids(&v[out - 1], &v[i]) == 0) {
 			if (destroy_dups)
@@ -887,12 +965,35 @@ static bool answer_member(struct batch *b, struct request *m)
 	return true;
 }
 
+/* Every document must belong to some lookup and every _id must be unique;
+ * otherwise the backend's equality differs from ours (a collation, a view,
+ * a backend quirk) and splitting could hand out wrong documents. */
+static bool split_is_safe(const struct batch *b)
+{
+	bool *claimed = calloc((size_t)b->nfound + 1, sizeof(bool));
+	const struct request *m;
+	bool safe = true;
+
+	for (int j = 1; j < b->nfound; j++)
+		if (batch_compare_ids(&b->found[j - 1].id, &b->found[j].id) == 0)
+			safe = false;
+	TAILQ_FOREACH(m, &b->members, queue_link)
+	for (int i = 0; i < m->lookup->nids; i++)
+		for (int j = lower_bound(b, &m->lookup->ids[i]);
+		     j < b->nfound && batch_compare_ids(&b->found[j].id, &m->lookup->ids[i]) == 0;
+		     j++)
+			claimed[j] = true;
+	for (int j = 0; j < b->nfound; j++)
+		if (!claimed[j])
+			safe = false;
+	free(claimed);
+	return safe;
+}
+
 static void split_and_answer(struct batch *b)
 {
 	struct request *m;
 
-	if (b->nfound > 1)
-		qsort(b->found, (size_t)b->nfound, sizeof(*b->found), cmp_found_qsort);
 	while ((m = TAILQ_FIRST(&b->members)) != NULL) {
 		TAILQ_REMOVE(&b->members, m, queue_link);
 		if (m->client == NULL) {
@@ -922,7 +1023,16 @@ void batch_on_reply(struct server *s, struct request *req, const struct wire_msg
 	}
 	s->req = NULL;
 	req->server = NULL;
-	split_and_answer(b);
-	batch_free(b);
+	if (b->nfound > 1)
+		qsort(b->found, (size_t)b->nfound, sizeof(*b->found), cmp_found_qsort);
+	if (split_is_safe(b)) {
+		split_and_answer(b);
+		batch_free(b);
+	} else {
+		log_warning("merged query on %s.%s returned documents that match no lookup by "
+			    "MongoDB equality (collation? view?); re-running each lookup alone",
+			    b->db, b->coll);
+		batch_rerun_alone(req);
+	}
 	server_release(s);
 }
