@@ -110,12 +110,10 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 	format_peer(addr, c->peer, sizeof(c->peer));
 	if (addr->sa_family != AF_UNIX)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	c->resume_ev = event_new(g.base, -1, 0, resume_cb, c);
-	if (c->resume_ev == NULL || !sbuf_accept(&c->sb, g.base, fd, sbuf_cb_client, c)) {
+	if (!sbuf_accept(&c->sb, g.base, fd, sbuf_cb_client, c) ||
+	    (c->resume_ev = event_new(g.base, -1, 0, resume_cb, c)) == NULL) {
 		log_error("cannot set up client %s", c->peer);
-		sbuf_free(&c->sb);
-		if (c->resume_ev)
-			event_free(c->resume_ev);
+		sbuf_free(&c->sb); /* closes fd */
 		free(c);
 		return;
 	}

@@ -68,7 +68,13 @@ bool sbuf_connect(struct sbuf *sb, struct event_base *base, const struct sockadd
 {
 	evutil_socket_t fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
-	if (fd < 0 || !setup(sb, base, fd, cb, arg)) {
+	if (fd < 0) {
+		memset(sb, 0, sizeof(*sb));
+		sb->fd = -1;
+		sb->err = errno;
+		return false;
+	}
+	if (!setup(sb, base, fd, cb, arg)) {
 		sb->err = errno ? errno : ENOMEM;
 		return false;
 	}
