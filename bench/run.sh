@@ -15,8 +15,8 @@
 #   BUILD_DIR [build]  BUILD [1]    BUILD=0: use the binaries as they are
 #   BACKEND [java]                  kind passed to scripts/backend.sh start
 #   BACKEND_URI []                  use this server instead of starting one
-#   MONGOPLEX_BIN [$BUILD_DIR/mongoplex]  MONGOPLEX_POOL_SIZE [16]
-#   BATCH_MAX_IDS [1000]
+#   MONGOPLEX_BIN [$BUILD_DIR/mongoplex]  MONGOPLEX_POOL_SIZE [4]
+#   BATCH_MAX_IDS [100]   (see docs/benchmark-results.md for why these two)
 #   HAPROXY [on|off]  HAPROXY_THREADS [1]
 #   MONGOBETWEEN [auto|off|/path/to/binary]  MONGOBETWEEN_POOL_SIZE [16]
 # Exit status: that of mongoplex-bench run (1 = some queries failed), or 2
@@ -38,8 +38,8 @@ BUILD="${BUILD:-1}"
 BACKEND="${BACKEND:-java}"
 BACKEND_URI="${BACKEND_URI:-}"
 MONGOPLEX_BIN="${MONGOPLEX_BIN:-$BUILD_DIR/mongoplex}"
-MONGOPLEX_POOL_SIZE="${MONGOPLEX_POOL_SIZE:-16}"
-BATCH_MAX_IDS="${BATCH_MAX_IDS:-1000}"
+MONGOPLEX_POOL_SIZE="${MONGOPLEX_POOL_SIZE:-4}"
+BATCH_MAX_IDS="${BATCH_MAX_IDS:-100}"
 HAPROXY="${HAPROXY:-on}"
 HAPROXY_THREADS="${HAPROXY_THREADS:-1}"
 MONGOBETWEEN="${MONGOBETWEEN:-auto}"
