@@ -322,3 +322,35 @@ Test(protocol, messages_larger_than_the_client_buffer, .timeout = 120)
 	mongoc_client_destroy(pc);
 	proxy_stop(p);
 }
+
+/* The optional unix socket listener serves clients like the TCP one, and
+ * the socket file is removed when the proxy exits. */
+Test(protocol, unix_socket_listener, .timeout = 60)
+{
+	char path[96], extra[160], uri[256];
+	struct proxy *p;
+	mongoc_client_t *c;
+	bson_t reply, cmd;
+	bson_error_t err;
+
+	snprintf(path, sizeof(path), "/tmp/mongoplex-itest-%d.sock", (int)getpid());
+	snprintf(extra, sizeof(extra), "unix_socket = %s\n", path);
+	p = proxy_start(extra);
+	cr_assert(log_wait(p, "listening on unix socket", 5000), "no unix socket log line");
+	cr_assert_eq(access(path, F_OK), 0, "socket file %s missing", path);
+	snprintf(uri, sizeof(uri), "mongodb://%%2Ftmp%%2Fmongoplex-itest-%d.sock/", (int)getpid());
+	c = h_client_uri(uri, "unix-socket-test");
+	cr_assert(h_cmd_json(c, "admin", "{\"ping\": 1}", &reply, &err),
+		  "ping over unix socket: %s", err.message);
+	bson_destroy(&reply);
+	bson_init(&cmd);
+	BSON_APPEND_UTF8(&cmd, "count", "nothing_here");
+	cr_assert(h_cmd(c, "mp_unix", &cmd, &reply, &err), "count over unix socket: %s",
+		  err.message);
+	cr_assert_eq(h_get_int(&reply, "n", -1), 0, "count through the unix socket");
+	bson_destroy(&reply);
+	bson_destroy(&cmd);
+	mongoc_client_destroy(c);
+	proxy_stop(p);
+	cr_assert_neq(access(path, F_OK), 0, "socket file %s left behind", path);
+}
