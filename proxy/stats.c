@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 
+#include "pool/batch.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
 #include "proxy/proxy.h"
@@ -54,6 +55,7 @@ void hist_observe(struct hist *h, double v)
 struct gauges {
 	int clients, clients_idle, clients_waiting, clients_running;
 	int servers_connecting, servers_idle, servers_active, requests_waiting;
+	int lookups_batching;
 };
 
 static void gauges_read(struct gauges *gs)
@@ -69,6 +71,7 @@ static void gauges_read(struct gauges *gs)
 		gs->servers_active += p->n_active;
 	}
 	gs->requests_waiting = pool_total_waiting();
+	gs->lookups_batching = batch_open_lookups();
 }
 
 #define MP_GAUGES(X)                                                                               \
@@ -79,7 +82,8 @@ static void gauges_read(struct gauges *gs)
 	X(servers_connecting, "Backend connections being established")                             \
 	X(servers_idle, "Backend connections idle in the pool")                                    \
 	X(servers_active, "Backend connections running a request")                                 \
-	X(requests_waiting, "Requests waiting for a backend connection")
+	X(requests_waiting, "Requests waiting for a backend connection")                           \
+	X(lookups_batching, "Lookups waiting in a batch that still accepts members")
 
 static void hist_to_bson(bson_t *parent, const struct hist *h)
 {
