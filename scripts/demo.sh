@@ -31,7 +31,7 @@ echo "== loading $DOCS documents"
 "$BENCH" load --uri "$backend" --docs "$DOCS"
 
 demo_run() {
-  echo "== mongoplex is listening at $MONGOPLEX_PROXY_URI (pool_size = 8, batching on)"
+  echo "== mongoplex is listening at $MONGOPLEX_PROXY_URI (pool_size = 8, batching on, batch_max_ids = 100: see docs/benchmark-results.md)"
   "$BENCH" run --path "direct=$MONGOPLEX_DIRECT_URI" --path "mongoplex=$MONGOPLEX_PROXY_URI" \
     --docs "$DOCS" --threads "$THREADS" --ids "$IDS" --queries "$QUERIES" --repeat 1 \
     --warmup 100 --json "$work/demo.json"
@@ -49,4 +49,4 @@ PYEOF
 }
 export -f demo_run
 export BENCH DOCS THREADS IDS QUERIES PY work
-scripts/with-proxy.sh "$backend" pool_size=8 batching=on log_level=warning -- bash -c demo_run
+scripts/with-proxy.sh "$backend" pool_size=8 batching=on batch_max_ids=100 log_level=warning -- bash -c demo_run
