@@ -1088,3 +1088,16 @@ bool raw_ping_ok(int fd, int timeout_ms)
 	bson_destroy(&reply);
 	return ok;
 }
+
+bool h_has_label(const bson_t *reply, const char *label)
+{
+	bson_iter_t it, arr;
+
+	if (!bson_iter_init_find(&it, reply, "errorLabels") || !BSON_ITER_HOLDS_ARRAY(&it) ||
+	    !bson_iter_recurse(&it, &arr))
+		return false;
+	while (bson_iter_next(&arr))
+		if (BSON_ITER_HOLDS_UTF8(&arr) && strcmp(bson_iter_utf8(&arr, NULL), label) == 0)
+			return true;
+	return false;
+}

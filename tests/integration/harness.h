@@ -121,6 +121,8 @@ bool h_same_reply(const bson_t *a, const bson_t *b, char **why);
 /* All documents of db.coll sorted by _id, as an array document
  * {"0": doc, "1": doc, ...}; returns the count, -1 on error. */
 int64_t h_all_docs(mongoc_client_t *c, const char *db, const char *coll, bson_t *out);
+/* Does a reply carry this error label? */
+bool h_has_label(const bson_t *reply, const char *label);
 /* Drop a database (ignores errors). */
 void h_drop_db(mongoc_client_t *c, const char *db);
 

@@ -192,19 +192,6 @@ static void roundtrip(int fd, int32_t request_id, const bson_t *cmd, bson_t *rep
 	cr_assert_eq(rt, request_id, "%s: reply to %d, expected %d", what, rt, request_id);
 }
 
-static bool has_label(const bson_t *reply, const char *label)
-{
-	bson_iter_t it, arr;
-
-	if (!bson_iter_init_find(&it, reply, "errorLabels") || !BSON_ITER_HOLDS_ARRAY(&it) ||
-	    !bson_iter_recurse(&it, &arr))
-		return false;
-	while (bson_iter_next(&arr))
-		if (BSON_ITER_HOLDS_UTF8(&arr) && strcmp(bson_iter_utf8(&arr, NULL), label) == 0)
-			return true;
-	return false;
-}
-
 /* The proxy's overload refusal naming `limit` in its errmsg? (no asserts:
  * usable from any thread; *why says what is wrong) */
 static bool is_overload_error(const bson_t *reply, const char *limit, const char **why)
@@ -218,9 +205,9 @@ static bool is_overload_error(const bson_t *reply, const char *limit, const char
 		*why = "code is not 462";
 	else if (cn == NULL || strcmp(cn, OVERLOAD_CODENAME) != 0)
 		*why = "codeName is not " OVERLOAD_CODENAME;
-	else if (!has_label(reply, "SystemOverloadedError"))
+	else if (!h_has_label(reply, "SystemOverloadedError"))
 		*why = "no SystemOverloadedError label";
-	else if (!has_label(reply, "RetryableError"))
+	else if (!h_has_label(reply, "RetryableError"))
 		*why = "no RetryableError label";
 	else if (msg == NULL || strstr(msg, limit) == NULL)
 		*why = "errmsg does not name the limit";
@@ -1421,11 +1408,12 @@ static void assert_network_timeout(const bson_t *reply, bool want_retryable_writ
 		  "%s: expected code 89 NetworkTimeout, got %s", what, json);
 	cr_assert(msg != NULL && strstr(msg, "query_timeout_ms") != NULL,
 		  "%s: errmsg does not name query_timeout_ms: %s", what, json);
-	cr_assert(!has_label(reply, "SystemOverloadedError") && !has_label(reply, "RetryableError"),
+	cr_assert(!h_has_label(reply, "SystemOverloadedError") &&
+		      !h_has_label(reply, "RetryableError"),
 		  "%s: a timed-out exchange may have run on the backend; it must not carry the "
 		  "overload labels: %s",
 		  what, json);
-	cr_assert_eq(has_label(reply, "RetryableWriteError"), want_retryable_write_label,
+	cr_assert_eq(h_has_label(reply, "RetryableWriteError"), want_retryable_write_label,
 		     "%s: RetryableWriteError label %s expected: %s", what,
 		     want_retryable_write_label ? "" : "not", json);
 	bson_free(json);

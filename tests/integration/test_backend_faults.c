@@ -226,23 +226,6 @@ static void fb_op_reply(struct fbuf *b, int32_t request_id, int32_t response_to,
 	fb_patch_len(b, at);
 }
 
-static bool send_all(int fd, const void *data, size_t len)
-{
-	const uint8_t *p = data;
-
-	while (len > 0) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return false;
-		p += n;
-		len -= (size_t)n;
-	}
-	return true;
-}
-
 /* ---- the fake server thread */
 
 static void fconn_close(struct fake *f, int i, bool reset)
@@ -453,7 +436,7 @@ static bool fake_handle(struct fake *f, int ci, const uint8_t *msg, size_t len)
 		}
 		fb_op_msg(&out, my_id, req_id, 0, &reply);
 		bson_destroy(&reply);
-		keep = send_all(c->fd, out.p, out.len);
+		keep = raw_send(c->fd, out.p, out.len);
 		free(out.p);
 		if (!keep)
 			fconn_close(f, ci, false);
@@ -465,7 +448,7 @@ static bool fake_handle(struct fake *f, int ci, const uint8_t *msg, size_t len)
 		/* No reply is due. Like FerretDB, answer anyway if asked to. */
 		if (cfg.mtc == MTC_IMMEDIATE) {
 			fb_op_msg(&out, my_id, req_id, 0, &reply);
-			keep = send_all(c->fd, out.p, out.len);
+			keep = raw_send(c->fd, out.p, out.len);
 			free(out.p);
 		} else if (cfg.mtc == MTC_DEFERRED) {
 			fb_op_msg(&out, my_id, req_id, 0, &reply);
@@ -499,7 +482,7 @@ static bool fake_handle(struct fake *f, int ci, const uint8_t *msg, size_t len)
 
 		fb_op_msg(&out, my_id, req_id, 0, &reply);
 		out.len = start + (out.len - start) / 2;
-		send_all(c->fd, out.p, out.len);
+		raw_send(c->fd, out.p, out.len);
 		h_sleep_ms(50); /* let the proxy read the half */
 		out.len = 0;
 		keep = false;
@@ -589,7 +572,7 @@ static bool fake_handle(struct fake *f, int ci, const uint8_t *msg, size_t len)
 	}
 	}
 	bson_destroy(&reply);
-	if (out.len > 0 && !send_all(c->fd, out.p, out.len))
+	if (out.len > 0 && !raw_send(c->fd, out.p, out.len))
 		keep = false;
 	free(out.p);
 	if (fault == F_CLOSE_BEFORE_REPLY)

@@ -764,19 +764,6 @@ static void raw_stats(int fd, bson_t *out)
 	bson_destroy(cmd);
 }
 
-static bool has_label(const bson_t *doc, const char *label)
-{
-	bson_iter_t it, arr;
-
-	if (!bson_iter_init_find(&it, doc, "errorLabels") || !BSON_ITER_HOLDS_ARRAY(&it) ||
-	    !bson_iter_recurse(&it, &arr))
-		return false;
-	while (bson_iter_next(&arr))
-		if (BSON_ITER_HOLDS_UTF8(&arr) && strcmp(bson_iter_utf8(&arr, NULL), label) == 0)
-			return true;
-	return false;
-}
-
 static void case_connection_flood(struct ctx *x)
 {
 	const char *what = "connections above max_client_conn";
@@ -813,8 +800,8 @@ static void case_connection_flood(struct ctx *x)
 			bool good = got && h_get_int(&reply, "ok", 1) == 0 &&
 				    h_get_int(&reply, "code", 0) != 0 &&
 				    contains_ci(h_get_str(&reply, "errmsg"), "max_client_conn") &&
-				    has_label(&reply, "SystemOverloadedError") &&
-				    has_label(&reply, "RetryableError");
+				    h_has_label(&reply, "SystemOverloadedError") &&
+				    h_has_label(&reply, "RetryableError");
 
 			cr_expect(good,
 				  "%s: connection %d (over the limit of %d) got %s instead of an "
