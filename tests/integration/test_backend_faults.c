@@ -1823,6 +1823,39 @@ Test(backend_faults, driver_clients_through_an_outage)
 
 /* ================================================================ batcher under faults */
 
+/* n raw connections to the proxy. */
+static void connect_n(struct proxy *p, int *fds, int n)
+{
+	for (int i = 0; i < n; i++) {
+		fds[i] = raw_connect(p);
+		cr_assert(fds[i] >= 0);
+	}
+}
+
+/* Lookup i of _id i on collection `coll`, one per connection, sent at once
+ * (the first is forwarded alone on the only backend connection, the others
+ * queue up behind it and merge); each must get the error `code`. */
+static void lookups_expect_error(const int *fds, int n, const char *coll, int code,
+				 const char *codename, const char *what)
+{
+	int32_t ids[16];
+	bson_t reply;
+
+	cr_assert(n <= 16);
+	for (int i = 0; i < n; i++) {
+		char cmd[160];
+
+		snprintf(cmd, sizeof(cmd),
+			 "{\"find\": \"%s\", \"filter\": {\"_id\": %d}, \"$db\": \"bf\"}", coll, i);
+		ids[i] = bf_send(fds[i], cmd, 0);
+	}
+	for (int i = 0; i < n; i++) {
+		bf_recv(fds[i], ids[i], &reply, what);
+		assert_error(&reply, code, codename, what);
+		bson_destroy(&reply);
+	}
+}
+
 /* Concurrent _id lookups merged into one query on a backend that resets
  * every find on that collection: each lookup gets an error, none hangs. */
 Test(backend_faults, batched_lookups_on_resetting_backend)
@@ -1834,25 +1867,10 @@ Test(backend_faults, batched_lookups_on_resetting_backend)
 	int32_t ids[N];
 	bson_t reply;
 
-	for (int i = 0; i < N; i++) {
-		fds[i] = raw_connect(p);
-		cr_assert(fds[i] >= 0);
-	}
+	connect_n(p, fds, N);
 	ok_roundtrip(fds[0], "warm up");
-	/* the first is forwarded alone on the only connection, the others queue
-	 * up behind it and merge */
-	for (int i = 0; i < N; i++) {
-		char cmd[160];
-
-		snprintf(cmd, sizeof(cmd),
-			 "{\"find\": \"f_reset\", \"filter\": {\"_id\": %d}, \"$db\": \"bf\"}", i);
-		ids[i] = bf_send(fds[i], cmd, 0);
-	}
-	for (int i = 0; i < N; i++) {
-		bf_recv(fds[i], ids[i], &reply, "batched lookup on a resetting backend");
-		assert_error(&reply, 6, "HostUnreachable", "batched lookup, backend reset");
-		bson_destroy(&reply);
-	}
+	lookups_expect_error(fds, N, "f_reset", 6, "HostUnreachable",
+			     "batched lookup on a resetting backend");
 	/* normal lookups afterwards, merged or not, get their documents */
 	for (int i = 0; i < N; i++) {
 		char cmd[160];
@@ -1888,26 +1906,11 @@ Test(backend_faults, batched_lookups_on_stalling_backend)
 	struct proxy *p = proxy_for(f->port, "batching = on\nquery_timeout_ms = 300\n");
 	enum { N = 5 };
 	int fds[N];
-	int32_t ids[N];
-	bson_t reply;
 
-	for (int i = 0; i < N; i++) {
-		fds[i] = raw_connect(p);
-		cr_assert(fds[i] >= 0);
-	}
+	connect_n(p, fds, N);
 	ok_roundtrip(fds[0], "warm up");
-	for (int i = 0; i < N; i++) {
-		char cmd[160];
-
-		snprintf(cmd, sizeof(cmd),
-			 "{\"find\": \"f_stall\", \"filter\": {\"_id\": %d}, \"$db\": \"bf\"}", i);
-		ids[i] = bf_send(fds[i], cmd, 0);
-	}
-	for (int i = 0; i < N; i++) {
-		bf_recv(fds[i], ids[i], &reply, "batched lookup on a stalling backend");
-		assert_error(&reply, 89, "NetworkTimeout", "batched lookup, backend stalls");
-		bson_destroy(&reply);
-	}
+	lookups_expect_error(fds, N, "f_stall", 89, "NetworkTimeout",
+			     "batched lookup on a stalling backend");
 	ok_roundtrip(fds[0], "after");
 	for (int i = 0; i < N; i++)
 		close(fds[i]);
