@@ -63,7 +63,7 @@ Test(cfg_mode, octal_values)
 Test(cfg_mode, refused_values)
 {
 	static const char *const bad[] = {"",	   "0800", "01000", "1777",  "4755", "-1", "+0600",
-					  "0x1ff", "rw-",  "0660 ", "0o660", "511",  "9"};
+					  "0x1ff", "rw-",  "0660 ", "0o660", "0778", "9"};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		set_bad(bad[i]);
