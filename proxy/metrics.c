@@ -2,9 +2,9 @@
  * metrics.c — GET /metrics on metrics_listen returns stats_to_prometheus().
  *
  * The endpoint faces whatever can reach metrics_listen, so evhttp's
- * unbounded defaults are replaced: headers and body are capped (a request
- * over the cap is refused as soon as its headers say so, its body is not
- * read), only GET and HEAD of /metrics are served (405 with Allow for other
+ * unbounded defaults are replaced: headers and body are capped (a body
+ * over the cap is refused as soon as its Content-Length or chunk sizes show
+ * it, and is not buffered), only GET and HEAD of /metrics are served (405 with Allow for other
  * methods, 404 for other paths), every reply closes its connection, at most
  * metrics_max_connections are open at once, and each connection is closed
  * metrics_timeout_ms after it was accepted whatever it is doing. That last
