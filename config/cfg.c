@@ -23,9 +23,21 @@ static const struct cfg_key keys[] = {
     {"listen_port", CFG_INT, OFF(listen_port), "27018", 0, 65535, false, "network",
      "TCP port to listen on (0 picks a free port, logged at startup)."},
     {"unix_socket", CFG_STRING, OFF(unix_socket), "", 0, 0, false, "network",
-     "Path of a unix socket to listen on as well (empty: none)."},
+     "Path of a unix socket to listen on as well (empty: none). The proxy refuses to start "
+     "if something other than a stale socket (one nothing accepts on) is at the path."},
+    {"unix_socket_mode", CFG_MODE, OFF(unix_socket_mode), "0700", 0, 0777, false, "network",
+     "Permission bits of the unix socket file, in octal (like mongod's filePermissions). "
+     "Anyone who can connect gets the proxy's backend rights: widen with care, e.g. 0770 "
+     "and a group."},
     {"metrics_listen", CFG_STRING, OFF(metrics_listen), "", 0, 0, false, "network",
-     "host:port for the Prometheus text endpoint (/metrics). Empty: off."},
+     "host:port for the Prometheus text endpoint (/metrics; port 0 picks a free port, "
+     "logged at startup). Empty: off. Only GET and HEAD of /metrics are served; requests "
+     "with more than 8 KB of headers or 4 KB of body are refused."},
+    {"metrics_timeout_ms", CFG_INT, OFF(metrics_timeout_ms), "10000", 100, 600000, true, "network",
+     "A metrics connection is closed this long after it was accepted, whatever it is doing "
+     "(a slow or half-sent request); each connection serves one request."},
+    {"metrics_max_connections", CFG_INT, OFF(metrics_max_connections), "16", 1, 10000, true,
+     "network", "Metrics connections open at once; a connection beyond it is closed at once."},
 
     {"backend_uri", CFG_STRING, OFF(backend_uri), "mongodb://127.0.0.1:27017/", 0, 0, false,
      "backend",
@@ -123,6 +135,28 @@ static bool parse_bool(const char *v, bool *out)
 	return false;
 }
 
+/* Permission bits: octal digits only ("0660", "660"), within the key's bounds. */
+static bool parse_mode(const struct cfg_key *k, const char *v, int64_t *out, char *err,
+		       size_t errlen)
+{
+	char *end;
+	long n;
+
+	errno = 0;
+	n = strtol(v, &end, 8);
+	if (errno != 0 || end == v || *end != '\0' || v[0] < '0' || v[0] > '7') {
+		snprintf(err, errlen, "%s: \"%s\" is not an octal mode such as 0700", k->name, v);
+		return false;
+	}
+	if (n < k->min || n > k->max) {
+		snprintf(err, errlen, "%s: %s is out of range [%04" PRIo64 ", %04" PRIo64 "]",
+			 k->name, v, k->min, k->max);
+		return false;
+	}
+	*out = n;
+	return true;
+}
+
 static bool parse_int(const struct cfg_key *k, const char *v, int64_t *out, char *err,
 		      size_t errlen)
 {
@@ -161,6 +195,8 @@ bool cfg_set(struct cfg *c, const char *name, const char *value, char *err, size
 		return true;
 	case CFG_INT:
 		return parse_int(k, value, (int64_t *)field, err, errlen);
+	case CFG_MODE:
+		return parse_mode(k, value, (int64_t *)field, err, errlen);
 	case CFG_BOOL:
 		if (parse_bool(value, (bool *)field))
 			return true;
@@ -399,6 +435,9 @@ void cfg_format_value(const struct cfg *c, const struct cfg_key *k, char *buf, s
 	case CFG_INT:
 		snprintf(buf, len, "%" PRId64, *(const int64_t *)field);
 		break;
+	case CFG_MODE:
+		snprintf(buf, len, "%04" PRIo64, *(const int64_t *)field);
+		break;
 	case CFG_BOOL:
 		snprintf(buf, len, "%s", *(const bool *)field ? "on" : "off");
 		break;
@@ -450,6 +489,9 @@ void cfg_write_example(FILE *out)
 		if (k->type == CFG_INT)
 			fprintf(out, "; range %" PRId64 "..%" PRId64 "%s\n", k->min, k->max,
 				k->reloadable ? " [reload]" : "");
+		else if (k->type == CFG_MODE)
+			fprintf(out, "; range %04" PRIo64 "..%04" PRIo64 " (octal)%s\n", k->min,
+				k->max, k->reloadable ? " [reload]" : "");
 		else if (k->reloadable)
 			fprintf(out, "; [reload]\n");
 		fprintf(out, "%s = %s\n", k->name, k->def);

@@ -23,7 +23,10 @@ struct cfg {
 	char *listen_addr;
 	int64_t listen_port;
 	char *unix_socket;
+	int64_t unix_socket_mode; /* permission bits of the socket file */
 	char *metrics_listen;
+	int64_t metrics_timeout_ms;
+	int64_t metrics_max_connections;
 	/* backend */
 	char *backend_uri;
 	int64_t pool_size;
@@ -54,6 +57,7 @@ enum cfg_type {
 	CFG_INT,
 	CFG_BOOL,
 	CFG_LOGLEVEL,
+	CFG_MODE, /* file permission bits, written in octal ("0700"); min/max bound them */
 };
 
 /* One row of the table. */
@@ -62,7 +66,7 @@ struct cfg_key {
 	enum cfg_type type;
 	size_t offset;
 	const char *def;  /* default, as it would be written in the file */
-	int64_t min, max; /* CFG_INT bounds, inclusive */
+	int64_t min, max; /* CFG_INT and CFG_MODE bounds, inclusive */
 	bool reloadable;
 	const char *section; /* heading in the example file */
 	const char *help;

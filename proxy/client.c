@@ -341,7 +341,10 @@ static void handle_op_msg(struct client *c, struct evbuffer *buf, uint8_t *data,
 	if (!wire_parse_msg(data, len, &m, &err)) {
 		STAT_INC(bad_messages);
 		client_info(c, "bad OP_MSG: %s", err.msg);
-		if (!(wire_read_i32(data + WIRE_HEADER_LEN) & MSG_MORE_TO_COME))
+		/* Under 20 bytes there is no flagBits word to read (the bytes past
+		 * len are stale buffer memory): the flags are unknown, so answer. */
+		if (len < WIRE_HEADER_LEN + 4 ||
+		    !(wire_read_i32(data + WIRE_HEADER_LEN) & MSG_MORE_TO_COME))
 			reply_error(c, wire_read_i32(data + 4), false, err.code, err.codename,
 				    err.msg, NULL);
 		return;

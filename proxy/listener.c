@@ -1,6 +1,7 @@
 /*
  * listener.c — accepts client connections (evconnlistener) on TCP and,
- * optionally, a unix socket. Accept failures such as running out of file
+ * optionally, a unix socket (mode unix_socket_mode; an existing file at its
+ * path is removed only if it is a stale socket). Accept failures such as running out of file
  * descriptors pause accepting for a second instead of spinning.
  */
 #include "proxy/listener.h"
@@ -23,6 +24,7 @@
 static struct evconnlistener *listeners[MAX_LISTENERS];
 static int nlisteners;
 static struct event *resume_ev;
+static bool unix_bound; /* the socket file at g.cfg.unix_socket is ours to remove */
 
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *addr, int len,
 		      void *arg)
@@ -109,20 +111,89 @@ static bool listen_tcp(char *err, size_t errlen)
 	return true;
 }
 
+/* Is a socket file in use? Something accepting on it means another
+ * process serves that path; ECONNREFUSED means nothing does (stale). */
+static bool socket_is_stale(const struct sockaddr_un *un, char *err, size_t errlen)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int rc, e;
+
+	if (fd < 0) {
+		snprintf(err, errlen, "unix_socket %s: socket: %s", un->sun_path, strerror(errno));
+		return false;
+	}
+	rc = connect(fd, (const struct sockaddr *)un, sizeof(*un));
+	e = errno;
+	close(fd);
+	if (rc == 0) {
+		snprintf(err, errlen,
+			 "unix_socket %s: another process is accepting connections on it; "
+			 "refusing to take it over",
+			 un->sun_path);
+		return false;
+	}
+	if (e != ECONNREFUSED) {
+		snprintf(err, errlen, "unix_socket %s exists and cannot be probed (connect: %s)",
+			 un->sun_path, strerror(e));
+		return false;
+	}
+	return true;
+}
+
+/* Make the path free for bind: nothing there, or a stale socket (removed).
+ * Anything else (a file, directory, symlink, live socket) is refused. */
+static bool clear_unix_path(const struct sockaddr_un *un, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (lstat(un->sun_path, &st) != 0) {
+		if (errno == ENOENT)
+			return true;
+		snprintf(err, errlen, "unix_socket %s: %s", un->sun_path, strerror(errno));
+		return false;
+	}
+	if (!S_ISSOCK(st.st_mode)) {
+		snprintf(err, errlen,
+			 "unix_socket %s exists and is not a socket; refusing to remove it "
+			 "(choose another path or remove it yourself)",
+			 un->sun_path);
+		return false;
+	}
+	if (!socket_is_stale(un, err, errlen))
+		return false;
+	if (unlink(un->sun_path) != 0 && errno != ENOENT) {
+		snprintf(err, errlen, "unix_socket %s: cannot remove the stale socket: %s",
+			 un->sun_path, strerror(errno));
+		return false;
+	}
+	log_notice("unix_socket %s: removed a stale socket file", un->sun_path);
+	return true;
+}
+
 static bool listen_unix(char *err, size_t errlen)
 {
 	struct sockaddr_un un = {.sun_family = AF_UNIX};
+	mode_t mode = (mode_t)g.cfg.unix_socket_mode, old_umask;
+	bool ok;
 
 	if (strlen(g.cfg.unix_socket) >= sizeof(un.sun_path)) {
 		snprintf(err, errlen, "unix_socket path too long");
 		return false;
 	}
 	snprintf(un.sun_path, sizeof(un.sun_path), "%s", g.cfg.unix_socket);
-	unlink(un.sun_path);
-	if (!add_listener((struct sockaddr *)&un, sizeof(un), g.cfg.unix_socket, err, errlen))
+	if (!clear_unix_path(&un, err, errlen))
 		return false;
-	chmod(un.sun_path, 0777);
-	log_notice("listening on unix socket %s", g.cfg.unix_socket);
+	/* bind creates the file with 0777 & ~umask: the umask alone gives it the
+	 * configured mode, with no moment at which it is wider (a chmod after
+	 * bind would leave one; fchmod does not apply to a socket's file). The
+	 * proxy has one thread, so the process-wide umask is safe to swap. */
+	old_umask = umask(~mode & 0777);
+	ok = add_listener((struct sockaddr *)&un, sizeof(un), g.cfg.unix_socket, err, errlen);
+	umask(old_umask);
+	if (!ok)
+		return false;
+	unix_bound = true;
+	log_notice("listening on unix socket %s (mode %04o)", g.cfg.unix_socket, (unsigned)mode);
 	return true;
 }
 
@@ -141,8 +212,10 @@ void listener_stop(void)
 	for (int i = 0; i < nlisteners; i++)
 		evconnlistener_free(listeners[i]);
 	nlisteners = 0;
-	if (g.cfg.unix_socket[0] != '\0')
+	if (unix_bound) {
 		unlink(g.cfg.unix_socket);
+		unix_bound = false;
+	}
 	if (resume_ev != NULL) {
 		event_free(resume_ev);
 		resume_ev = NULL;
