@@ -1,0 +1,42 @@
+/*
+ * bsonval.h — the proxy's own BSON validator for untrusted documents:
+ * iterative (an explicit fixed-size stack, no recursion), so neither a client
+ * nor a backend can exhaust the proxy's stack with deep nesting.
+ *
+ * Depth is counted as mongod counts it (BSONDepth, bson_validate.cpp): the
+ * document handed in (an OP_MSG body or one kind-1 sequence document) is at
+ * depth 0; each embedded document or array is one level deeper; a
+ * code-with-scope's scope counts two levels, as in mongod. A document whose
+ * deepest level is <= max_depth is accepted. So with max_depth 200 (mongod's
+ * kDefaultMaxAllowableDepth) a find whose filter chain {a: {a: ... }} holds
+ * 200 documents counting the filter itself is accepted, 201 is refused.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Capacity of the validator's stack: the largest max_depth accepted. */
+#define BSONVAL_STACK_DEPTH 256
+
+enum bsonval_status {
+	BSONVAL_OK,	  /* well-formed and within the depth limit */
+	BSONVAL_INVALID,  /* malformed: *err_off is the offending element's offset */
+	BSONVAL_TOO_DEEP, /* well-formed up to the level that exceeds max_depth */
+};
+
+/*
+ * Validate the document of exactly `len` bytes at `doc` (its length field
+ * must equal `len`). Checks what libbson 1.23's bson_validate with
+ * BSON_VALIDATE_NONE checks, and a little more: every type byte is a known
+ * type; keys are NUL-terminated inside their document; every value lies
+ * inside its document; strings (UTF-8, code, symbol, DBPointer's name) have
+ * length >= 1 and end in NUL (their content is not checked as UTF-8, like
+ * BSON_VALIDATE_NONE); booleans are 0 or 1; binary subtype 2 carries its
+ * redundant inner length; code-with-scope lengths add up exactly; every
+ * nested document's length field is >= 5, fits its parent, and its EOO is
+ * exactly its last byte (libbson 1.23 does not insist on the last point).
+ * max_depth must be < BSONVAL_STACK_DEPTH (larger values are clamped).
+ */
+enum bsonval_status bsonval_check(const uint8_t *doc, size_t len, unsigned max_depth,
+				  size_t *err_off) __attribute__((warn_unused_result));
