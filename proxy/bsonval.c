@@ -3,7 +3,8 @@
  *
  * One tight loop over the bytes: an element's type byte, its key (scanned up
  * to the NUL, which is guaranteed to exist because every open document's
- * last byte was checked to be 0 when it was opened), then its value. Scalars
+ * last byte was checked to be 0 when it was opened; non-ASCII keys must be
+ * valid UTF-8), then its value. Scalars
  * are skipped after their bounds are checked; an embedded document, array or
  * code-with-scope pushes the offset of its end on a fixed-size stack, and its
  * EOO pops it. Stack use is constant: BSONVAL_STACK_DEPTH * 4 bytes.
@@ -29,10 +30,10 @@
  * counts two levels, as in mongod. */
 struct walk {
 	const uint8_t *d;
-	size_t pos;	/* the element being read: always < end */
-	size_t end;	/* ends[top] without the flag */
-	unsigned top;	/* depth of the current document */
-	unsigned max;	/* deepest depth allowed */
+	size_t pos;   /* the element being read: always < end */
+	size_t end;   /* ends[top] without the flag */
+	unsigned top; /* depth of the current document */
+	unsigned max; /* deepest depth allowed */
 	uint32_t ends[BSONVAL_STACK_DEPTH];
 };
 
@@ -89,6 +90,45 @@ static inline int64_t regex_len(const uint8_t *d, size_t v, size_t end)
 	if (++q >= end)
 		return V_BAD;
 	return (int64_t)(q - v);
+}
+
+/* Strict UTF-8 (RFC 3629: no overlong forms, no surrogates, at most
+ * U+10FFFF), as libbson's bson_utf8_validate without allow_null, which
+ * bson_validate applies to every key even under BSON_VALIDATE_NONE. Only
+ * called for keys with a byte >= 0x80; ASCII keys skip it. */
+static bool utf8_ok(const uint8_t *s, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		uint8_t c = s[i];
+		uint32_t cp, min;
+		size_t len;
+
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if ((c & 0xE0) == 0xC0)
+			len = 2, cp = c & 0x1F, min = 0x80;
+		else if ((c & 0xF0) == 0xE0)
+			len = 3, cp = c & 0x0F, min = 0x800;
+		else if ((c & 0xF8) == 0xF0)
+			len = 4, cp = c & 0x07, min = 0x10000;
+		else
+			return false;
+		if (n - i < len)
+			return false;
+		for (size_t j = 1; j < len; j++) {
+			if ((s[i + j] & 0xC0) != 0x80)
+				return false;
+			cp = (cp << 6) | (s[i + j] & 0x3F);
+		}
+		if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+			return false;
+		i += len;
+	}
+	return true;
 }
 
 /* Length of the value at v for a scalar type (< room, so an EOO still
@@ -214,7 +254,7 @@ static enum bsonval_status walk_all(struct walk *w)
 	enum bsonval_status st;
 
 	for (;;) {
-		uint8_t type = d[w->pos];
+		uint8_t type = d[w->pos], high;
 		size_t v;
 		int64_t n;
 
@@ -224,8 +264,11 @@ static enum bsonval_status walk_all(struct walk *w)
 			continue;
 		}
 		v = w->pos + 1;
+		high = 0;
 		while (d[v]) /* the key */
-			v++;
+			high |= d[v++];
+		if ((high & 0x80) && !utf8_ok(d + w->pos + 1, v - w->pos - 1))
+			return BSONVAL_INVALID;
 		v++;
 		n = value_len(d, v, w->end, type);
 		if (n >= 0) {

@@ -29,7 +29,8 @@ enum bsonval_status {
  * Validate the document of exactly `len` bytes at `doc` (its length field
  * must equal `len`). Checks what libbson 1.23's bson_validate with
  * BSON_VALIDATE_NONE checks, and a little more: every type byte is a known
- * type; keys are NUL-terminated inside their document; every value lies
+ * type; keys are NUL-terminated inside their document and valid UTF-8
+ * (libbson checks keys even under BSON_VALIDATE_NONE); every value lies
  * inside its document; strings (UTF-8, code, symbol, DBPointer's name) have
  * length >= 1 and end in NUL (their content is not checked as UTF-8, like
  * BSON_VALIDATE_NONE); booleans are 0 or 1; binary subtype 2 carries its

@@ -104,8 +104,8 @@ static bool check_doc(const uint8_t *p, size_t room, const struct doc_limits *li
 		break;
 	case BSONVAL_TOO_DEEP:
 		wire_set_error(err, 15, "Overflow",
-			       "mongoplex: %s: BSONObj exceeds maximum nested object depth %u", what,
-			       lim->max_depth);
+			       "mongoplex: %s: BSONObj exceeds maximum nested object depth %u",
+			       what, lim->max_depth);
 		return false;
 	case BSONVAL_INVALID:
 	default:
