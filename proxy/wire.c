@@ -72,14 +72,17 @@ void wire_set_error(struct wire_error *err, int code, const char *codename, cons
  * exceed 16 MB in reply bodies). */
 #define REQUEST_MAX_DOC (WIRE_MAX_BSON + 16 * 1024)
 
-/* What one document may be: its size and its nesting depth (see wire.h). */
+/* What one document may be: its size and its nesting depth (see wire.h).
+ * `prefix` starts the depth error's text: it goes to the client as is for
+ * requests, while a reply's error is wrapped by the server code. */
 struct doc_limits {
 	size_t max_len;
 	unsigned max_depth;
+	const char *prefix;
 };
 
-static const struct doc_limits request_limits = {REQUEST_MAX_DOC, WIRE_MAX_DEPTH};
-static const struct doc_limits reply_limits = {WIRE_MAX_MESSAGE, WIRE_MAX_REPLY_DEPTH};
+static const struct doc_limits request_limits = {REQUEST_MAX_DOC, WIRE_MAX_DEPTH, "mongoplex: "};
+static const struct doc_limits reply_limits = {WIRE_MAX_MESSAGE, WIRE_MAX_REPLY_DEPTH, ""};
 
 /* A BSON document at p with at most `room` bytes: checks length and content
  * with the iterative validator (bounded stack whatever the nesting). */
@@ -104,7 +107,7 @@ static bool check_doc(const uint8_t *p, size_t room, const struct doc_limits *li
 		break;
 	case BSONVAL_TOO_DEEP:
 		wire_set_error(err, 15, "Overflow",
-			       "mongoplex: %s: BSONObj exceeds maximum nested object depth %u",
+			       "%s%s: BSONObj exceeds maximum nested object depth %u", lim->prefix,
 			       what, lim->max_depth);
 		return false;
 	case BSONVAL_INVALID:
