@@ -77,6 +77,9 @@ run_target() {
   final="$(grep -E '^#[0-9]+' "$log" | tail -n 1 || true)"
   runs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)"
   eps="$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)"
+  if [ -z "$eps" ] || [ "$eps" = 0 ]; then
+    eps="$(echo "$final" | grep -oE 'exec/s: [0-9]+' | grep -oE '[0-9]+' || true)"
+  fi
   echo "fuzz: $name: executions ${runs:-?}, exec/s ${eps:-?}," \
     "$(echo "$final" | grep -oE 'cov: [0-9]+ ft: [0-9]+' || echo 'cov: ? ft: ?')," \
     "corpus $(find "$corpus" -type f | wc -l) files"
