@@ -10,6 +10,19 @@
  * deepest level is <= max_depth is accepted. So with max_depth 200 (mongod's
  * kDefaultMaxAllowableDepth) a find whose filter chain {a: {a: ... }} holds
  * 200 documents counting the filter itself is accepted, 201 is refused.
+ *
+ * Audit of the other walks over untrusted BSON (issue 8): every message
+ * (client request, backend reply, hello reply) is validated by wire.c with
+ * this before anything reads it. After that nothing in proxy/, pool/ or
+ * config/ recurses on document depth: no function calls itself; the batcher
+ * (pool/batch.c) descends a fixed number of levels (filter -> _id -> $in,
+ * cursor -> firstBatch -> document); handshake.c, router.c and admin.c read
+ * top-level fields only; the libbson calls used (bson_iter_*, bson_copy,
+ * bson_new_from_data, bson_concat) are iterative or memcpy; no
+ * bson_as_json, bson_iter_visit_all, bson_equal/bson_compare or
+ * bson_validate remains. A future recursive helper is bounded by the
+ * limits here (<= 220 levels): keep its frame small (220 x 256 bytes is
+ * 56 KB of the 8 MB main-thread stack).
  */
 #pragma once
 
