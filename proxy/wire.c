@@ -4,7 +4,10 @@
  *
  * Validation follows the OP_MSG specification: known flag bits only, exactly
  * one kind-0 body, well-formed kind-1 sequences whose sizes add up, every
- * document valid BSON inside its bounds, the CRC-32C checksum when present.
+ * document valid BSON inside its bounds and nested no deeper than mongod
+ * allows (checked by bsonval.c, iteratively: libbson's bson_validate recurses
+ * once per level and overflowed the stack at 10,000 levels), the CRC-32C
+ * checksum when present.
  */
 #include "proxy/wire.h"
 
@@ -12,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "proxy/bsonval.h"
 #include "proxy/crc32c.h"
 
 int32_t wire_read_i32(const uint8_t *p)
@@ -68,11 +72,23 @@ void wire_set_error(struct wire_error *err, int code, const char *codename, cons
  * exceed 16 MB in reply bodies). */
 #define REQUEST_MAX_DOC (WIRE_MAX_BSON + 16 * 1024)
 
-/* A BSON document at p with at most `room` bytes: checks length and content. */
-static bool check_doc(const uint8_t *p, size_t room, size_t max, uint32_t *doc_len,
-		      struct wire_error *err, const char *what)
+/* What one document may be: its size and its nesting depth (see wire.h).
+ * `prefix` starts the depth error's text: it goes to the client as is for
+ * requests, while a reply's error is wrapped by the server code. */
+struct doc_limits {
+	size_t max_len;
+	unsigned max_depth;
+	const char *prefix;
+};
+
+static const struct doc_limits request_limits = {REQUEST_MAX_DOC, WIRE_MAX_DEPTH, "mongoplex: "};
+static const struct doc_limits reply_limits = {WIRE_MAX_MESSAGE, WIRE_MAX_REPLY_DEPTH, ""};
+
+/* A BSON document at p with at most `room` bytes: checks length and content
+ * with the iterative validator (bounded stack whatever the nesting). */
+static bool check_doc(const uint8_t *p, size_t room, const struct doc_limits *lim,
+		      uint32_t *doc_len, struct wire_error *err, const char *what)
 {
-	bson_t b;
 	size_t bad_off;
 	int32_t len;
 
@@ -81,14 +97,23 @@ static bool check_doc(const uint8_t *p, size_t room, size_t max, uint32_t *doc_l
 		return false;
 	}
 	len = wire_read_i32(p);
-	if (len < 5 || (size_t)len > room || (size_t)len > max) {
+	if (len < 5 || (size_t)len > room || (size_t)len > lim->max_len) {
 		wire_set_error(err, 22, "InvalidBSON", "%s: document length %d does not fit", what,
 			       len);
 		return false;
 	}
-	if (!bson_init_static(&b, p, (size_t)len) ||
-	    !bson_validate(&b, BSON_VALIDATE_NONE, &bad_off)) {
-		wire_set_error(err, 22, "InvalidBSON", "%s: invalid BSON", what);
+	switch (bsonval_check(p, (size_t)len, lim->max_depth, &bad_off)) {
+	case BSONVAL_OK:
+		break;
+	case BSONVAL_TOO_DEEP:
+		wire_set_error(err, 15, "Overflow",
+			       "%s%s: BSONObj exceeds maximum nested object depth %u", lim->prefix,
+			       what, lim->max_depth);
+		return false;
+	case BSONVAL_INVALID:
+	default:
+		wire_set_error(err, 22, "InvalidBSON", "%s: invalid BSON (at byte %zu)", what,
+			       bad_off);
 		return false;
 	}
 	*doc_len = (uint32_t)len;
@@ -96,8 +121,8 @@ static bool check_doc(const uint8_t *p, size_t room, size_t max, uint32_t *doc_l
 }
 
 /* A kind-1 section at p (after the kind byte); returns its size. */
-static bool check_sequence(const uint8_t *p, size_t room, size_t max, uint32_t *size_out,
-			   struct wire_error *err)
+static bool check_sequence(const uint8_t *p, size_t room, const struct doc_limits *lim,
+			   uint32_t *size_out, struct wire_error *err)
 {
 	int32_t size;
 	const uint8_t *nul;
@@ -122,7 +147,7 @@ static bool check_sequence(const uint8_t *p, size_t room, size_t max, uint32_t *
 	while (off < (size_t)size) {
 		uint32_t dl;
 
-		if (!check_doc(p + off, (size_t)size - off, max, &dl, err,
+		if (!check_doc(p + off, (size_t)size - off, lim, &dl, err,
 			       "OP_MSG document sequence"))
 			return false;
 		off += dl;
@@ -154,8 +179,8 @@ static bool check_flags_and_checksum(const uint8_t *data, size_t *len, struct wi
 	return true;
 }
 
-static bool parse_msg(const uint8_t *data, size_t len, size_t max_doc, struct wire_msg *m,
-		      struct wire_error *err)
+static bool parse_msg(const uint8_t *data, size_t len, const struct doc_limits *lim,
+		      struct wire_msg *m, struct wire_error *err)
 {
 	size_t off = WIRE_HEADER_LEN + 4;
 	bool have_body = false;
@@ -178,12 +203,12 @@ static bool parse_msg(const uint8_t *data, size_t len, size_t max_doc, struct wi
 					       "OP_MSG: more than one body section");
 				return false;
 			}
-			if (!check_doc(data + off, len - off, max_doc, &n, err, "OP_MSG body"))
+			if (!check_doc(data + off, len - off, lim, &n, err, "OP_MSG body"))
 				return false;
 			m->body_offset = (uint32_t)off;
 			have_body = true;
 		} else if (kind == 1) {
-			if (!check_sequence(data + off, len - off, max_doc, &n, err))
+			if (!check_sequence(data + off, len - off, lim, &n, err))
 				return false;
 			if (m->nsequences++ == 0)
 				m->seq_start = data + off - 1;
@@ -205,12 +230,12 @@ static bool parse_msg(const uint8_t *data, size_t len, size_t max_doc, struct wi
 
 bool wire_parse_msg(const uint8_t *data, size_t len, struct wire_msg *m, struct wire_error *err)
 {
-	return parse_msg(data, len, REQUEST_MAX_DOC, m, err);
+	return parse_msg(data, len, &request_limits, m, err);
 }
 
 bool wire_parse_reply(const uint8_t *data, size_t len, struct wire_msg *m, struct wire_error *err)
 {
-	return parse_msg(data, len, WIRE_MAX_MESSAGE, m, err);
+	return parse_msg(data, len, &reply_limits, m, err);
 }
 
 bool wire_msg_each_sequence(const uint8_t *data, size_t len, const struct wire_msg *m,
@@ -274,7 +299,7 @@ bool wire_parse_query(const uint8_t *data, size_t len, struct wire_query *q, str
 		wire_set_error(err, 2, "BadValue", "OP_QUERY: message too short");
 		return false;
 	}
-	if (!check_doc(data + off, len - off, REQUEST_MAX_DOC, &dl, err, "OP_QUERY query"))
+	if (!check_doc(data + off, len - off, &request_limits, &dl, err, "OP_QUERY query"))
 		return false;
 	if (!bson_init_static(&q->query, data + off, dl))
 		return false;

@@ -3,7 +3,8 @@
  *
  * Framing is done on the 16-byte header alone (wire_frame_check); a complete
  * message is then validated as a whole (wire_parse_msg for OP_MSG,
- * wire_parse_query for the legacy OP_QUERY handshake). Parsed structures are
+ * wire_parse_query for the legacy OP_QUERY handshake), with a bounded stack
+ * whatever the nesting (see WIRE_MAX_DEPTH). Parsed structures are
  * views into the caller's bytes: nothing is copied. Replies are built with
  * libbson and appended to an evbuffer.
  */
@@ -18,6 +19,24 @@
 #define WIRE_HEADER_LEN	 16
 #define WIRE_MAX_MESSAGE 48000000 /* maxMessageSizeBytes of every mongod */
 #define WIRE_MAX_BSON	 (16 * 1024 * 1024)
+
+/*
+ * Nesting limits (proxy/bsonval.h counts depth). Each OP_MSG section document
+ * (the body, or one document of a kind-1 sequence) and the OP_QUERY query is
+ * at depth 0, each embedded document or array one level deeper; deepest
+ * allowed: WIRE_MAX_DEPTH = 200, mongod's BSONDepth::kDefaultMaxAllowableDepth.
+ * Deeper client documents are refused with mongod's error, code 15 Overflow
+ * ("BSONObj exceeds maximum nested object depth"); the connection stays open.
+ * Examples: {find: "c", filter: F} is accepted while the chain F = {a: {a: ...}}
+ * holds at most 200 documents (F is at depth 1); an insert document sent in a
+ * kind-1 `documents` sequence is at depth 0, the same document in the body's
+ * `documents` array at depth 2 (as in mongod, which validates the sections).
+ * Backend replies may nest 20 levels more (mongod's kExtraSystemDepthLevels:
+ * a stored 200-level document inside {cursor: {firstBatch: [...]}}); a deeper
+ * reply closes the backend connection like any invalid reply.
+ */
+#define WIRE_MAX_DEPTH	     200
+#define WIRE_MAX_REPLY_DEPTH (WIRE_MAX_DEPTH + 20)
 
 enum wire_opcode {
 	OP_REPLY = 1,

@@ -11,6 +11,8 @@ need_apt=(
   python3 python3-pymongo python3-mockupdb python3-venv
   haproxy gnuplot-nox curl procps
   debhelper devscripts lintian fakeroot dpkg-dev systemd man-db strace
+  # fuzzing (scripts/fuzz.sh): clang with libFuzzer and the sanitizer runtimes
+  clang libclang-rt-14-dev
 )
 
 missing=()

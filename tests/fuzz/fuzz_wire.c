@@ -7,7 +7,17 @@
  * wire_msg_prepare_forward) or wire_parse_query. Every message is parsed from
  * a heap copy of exactly its length, so AddressSanitizer sees any read past
  * its end. Any crash, sanitizer report or failed check below is a bug.
- * Build and run: see README.md beside this file.
+ *
+ * A second, structure-aware stage (deep_stage) turns the first input bytes
+ * into a depth (up to ~10,000) and a container kind per level (document,
+ * array, code-with-scope), builds that chain as an OP_MSG body, optionally
+ * corrupts one byte, and checks that the depth limit is applied exactly
+ * (200 for requests, 220 for replies, code 15) without recursion.
+ * Build and run: scripts/fuzz.sh (see README.md beside this file).
+ *
+ * FUZZ_SOURCES: proxy/wire.c proxy/crc32c.c proxy/bsonval.c
+ * FUZZ_SEEDS: tests/fuzz/seeds.py
+ * FUZZ_ARGS: -max_len=4096
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -59,6 +69,11 @@ static void one_message(const uint8_t *msg, size_t len)
 	} else {
 		struct wire_msg m;
 
+		/* As a backend's reply (larger documents, 20 more levels). */
+		if (wire_parse_reply(copy, len, &m, &err) &&
+		    !bson_validate(&m.body, BSON_VALIDATE_NONE, NULL))
+			abort();
+		memset(&err, 0, sizeof(err));
 		if (wire_parse_msg(copy, len, &m, &err)) {
 			size_t n = 0, newlen;
 			struct wire_msg again;
@@ -78,8 +93,103 @@ static void one_message(const uint8_t *msg, size_t len)
 	free(copy);
 }
 
+/* Per level of the chain: bytes before the child and the depth it adds. */
+static size_t level_prefix(int kind)
+{
+	return kind == 3 ? 17 : 7; /* len, type, "a\0" [, cws total, code len, "x\0"] */
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	wire_write_i32(p, (int32_t)v);
+}
+
+/* Writes the chain of `d` containers (kinds[]) into body; returns its length. */
+static size_t build_chain(uint8_t *body, const int *kinds, unsigned d, uint32_t *lens)
+{
+	size_t off = 0;
+
+	lens[d] = 5; /* innermost: {} */
+	for (unsigned i = d; i-- > 0;)
+		lens[i] = lens[i + 1] + (uint32_t)level_prefix(kinds[i + 1]) + 1;
+	for (unsigned i = 0; i < d; i++) {
+		int k = kinds[i + 1];
+		uint8_t *p = body + off;
+
+		put32(p, lens[i]);
+		p[4] = k == 3 ? 0x0F : k == 2 ? 0x04 : 0x03;
+		memcpy(p + 5, "a", 2);
+		if (k == 3) {
+			put32(p + 7, 4 + 4 + 2 + lens[i + 1]);
+			put32(p + 11, 2);
+			memcpy(p + 15, "x", 2);
+		}
+		body[off + lens[i] - 1] = 0; /* this level's EOO */
+		off += level_prefix(k);
+	}
+	put32(body + off, 5);
+	body[off + 4] = 0;
+	return lens[0];
+}
+
+static void deep_check(const uint8_t *msg, size_t len, unsigned depth, bool corrupted)
+{
+	struct wire_msg m;
+	struct wire_error err;
+	bool ok = wire_parse_msg(msg, len, &m, &err);
+
+	if (ok && !bson_validate(&m.body, BSON_VALIDATE_NONE, NULL))
+		abort(); /* accepted what libbson refuses */
+	if (corrupted)
+		return;
+	if (ok != (depth <= WIRE_MAX_DEPTH) || (!ok && err.code != 15))
+		abort();
+	ok = wire_parse_reply(msg, len, &m, &err);
+	if (ok != (depth <= WIRE_MAX_REPLY_DEPTH) || (!ok && err.code != 15))
+		abort();
+}
+
+static void deep_stage(const uint8_t *data, size_t size)
+{
+	unsigned d, depth = 0;
+	int *kinds;
+	uint32_t *lens;
+	uint8_t *msg;
+	size_t blen, mlen;
+	bool corrupt;
+
+	if (size < 6 || data[0] != 'D') /* only inputs that ask for it */
+		return;
+	d = (unsigned)(data[1] | data[2] << 8) % 512;
+	if (data[3] == 0xff)
+		d *= 20; /* up to ~10,000 levels */
+	kinds = malloc((d + 1) * sizeof(*kinds));
+	lens = malloc((d + 1) * sizeof(*lens));
+	blen = 5;
+	for (unsigned i = 1; i <= d; i++) {
+		kinds[i] = (data[5 + i % (size - 5)] >> ((i % 4) * 2)) & 3;
+		depth += kinds[i] == 3 ? 2 : 1;
+		blen += level_prefix(kinds[i]) + 1;
+	}
+	mlen = WIRE_HEADER_LEN + 5 + blen;
+	msg = malloc(mlen);
+	memset(msg, 0, WIRE_HEADER_LEN + 5);
+	put32(msg, (uint32_t)mlen);
+	put32(msg + 12, OP_MSG);
+	if (build_chain(msg + WIRE_HEADER_LEN + 5, kinds, d, lens) != blen)
+		abort();
+	corrupt = (data[4] & 1) != 0;
+	if (corrupt)
+		msg[WIRE_HEADER_LEN + 5 + (data[4] * 257u + data[5] * 31u) % blen] ^= data[5] | 1;
+	deep_check(msg, mlen, depth, corrupt);
+	free(msg);
+	free(lens);
+	free(kinds);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	deep_stage(data, size);
 	/* Several messages may arrive back to back, as on a pipelined socket. */
 	while (size > 0) {
 		int32_t len = 0;

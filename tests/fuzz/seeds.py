@@ -73,6 +73,27 @@ seeds = {
 }
 seeds["pipelined"] = seeds["msg_body"] + seeds["query_plain"]
 
+
+def nested(levels, kind=b"\x03"):
+    """{a: {a: ... {}}} with `levels` containers, built without recursion."""
+    inner = struct.pack("<i", 5) + b"\0"
+    for _ in range(levels):
+        body = kind + b"a\0" + inner + b"\0"
+        inner = struct.pack("<i", len(body) + 4) + body
+    return inner
+
+
+# Nesting around mongod's limit (200): the body is depth 0, filter 1.
+for depth in (199, 200, 201, 221):
+    filt = nested(depth - 1)
+    b = b"\x02find\0" + struct.pack("<i", 2) + b"c\0" + b"\x03filter\0" + filt
+    b += b"\x02$db\0" + struct.pack("<i", 5) + b"test\0"
+    seeds["msg_nested_%d" % depth] = op_msg(0, [b"\0" + struct.pack("<i", len(b) + 5) + b + b"\0"])
+# deep_stage inputs of fuzz_wire.c: 'D', depth (LE16 % 512), x20 flag, corrupt flag, kinds
+seeds["deep_stage_200"] = b"D" + struct.pack("<H", 200) + b"\0\0" + b"\x00\x55\xaa"
+seeds["deep_stage_cws"] = b"D" + struct.pack("<H", 150) + b"\0\0" + b"\xff\x00"
+seeds["deep_stage_x20"] = b"D" + struct.pack("<H", 100) + b"\xff\0" + b"\x00"
+
 out = sys.argv[1] if len(sys.argv) > 1 else "fuzz-seeds"
 os.makedirs(out, exist_ok=True)
 for name, data in seeds.items():
