@@ -19,6 +19,9 @@
  *
  * Rules: only the top-level `cursor` subdocument of a reply and the
  * top-level fields of a command are read (bounded walk, no recursion).
+ * Command and field names are matched in any case and must appear once
+ * (mongo-java-server runs {getmore: id}; a duplicate must not carry an id
+ * the proxy did not check).
  * "Not owned" includes "does not exist": the answer never tells a client
  * whether another client holds an id. Entries are removed only for their
  * owner. Cursors the reply named no namespace for are kept under ns "" and
@@ -30,6 +33,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "pool/pool.h"
 #include "proxy/client.h"
@@ -326,12 +330,14 @@ static bool read_cmd(const bson_t *body, struct cursor_cmd *cc, char *err, size_
 	while (bson_iter_next(&it)) {
 		const char *k = bson_iter_key(&it);
 
-		if (strcmp(k, cc->name) == 0 && nfirst++ == 0) {
+		/* Names compared in any case: a server that matches them so
+		 * must not read a second spelling the proxy did not check. */
+		if (strcasecmp(k, cc->name) == 0 && nfirst++ == 0) {
 			cc->first_it = it;
-		} else if (strcmp(k, cc->second) == 0 && nsecond++ == 0) {
+		} else if (strcasecmp(k, cc->second) == 0 && nsecond++ == 0) {
 			cc->second_it = it;
 			cc->have_second = true;
-		} else if (strcmp(k, "$db") == 0 && ndb++ == 0 && BSON_ITER_HOLDS_UTF8(&it)) {
+		} else if (strcasecmp(k, "$db") == 0 && ndb++ == 0 && BSON_ITER_HOLDS_UTF8(&it)) {
 			cc->db = bson_iter_utf8(&it, NULL);
 		}
 	}
@@ -720,9 +726,9 @@ bool cursor_admit(struct request *req, const struct wire_msg *m)
 			     "mongoplex: getMore/killCursors take no document sequences", NULL);
 		return true;
 	}
-	if (strcmp(req->cmd, "getMore") == 0)
+	if (strcasecmp(req->cmd, "getMore") == 0)
 		return admit_getmore(req, &m->body);
-	if (strcmp(req->cmd, "killCursors") == 0)
+	if (strcasecmp(req->cmd, "killCursors") == 0)
 		return admit_kill(req, &m->body);
 	return false;
 }

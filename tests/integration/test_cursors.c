@@ -283,12 +283,27 @@ Test(cursors, foreign_getmore_refused_owner_continues, .timeout = 120)
 		assert_cursor_not_found(&reply, id, "B's getMore of A's cursor as int32");
 		bson_destroy(&reply);
 	}
+	/* mongo-java-server runs command names in any case. */
+	run(b, f.db, BCON_NEW("getmore", BCON_INT64(id), "collection", BCON_UTF8("c")), &reply);
+	assert_cursor_not_found(&reply, id, "B's lowercase getmore of A's cursor");
+	bson_destroy(&reply);
+	run(b, f.db, BCON_NEW("killcursors", BCON_UTF8("c"), "cursors", "[", BCON_INT64(id), "]"),
+	    &reply);
+	cr_assert(!array_has(&reply, "cursorsKilled", id), "B's lowercase killcursors: %s",
+		  json(&reply));
+	bson_destroy(&reply);
 	/* A duplicate getMore field must not smuggle A's id past the check. */
 	run(b, f.db,
 	    BCON_NEW("getMore", BCON_INT64(id + 1000), "collection", BCON_UTF8("c"), "getMore",
 		     BCON_INT64(id)),
 	    &reply);
 	cr_assert(h_get_int(&reply, "ok", 1) == 0, "duplicate getMore accepted: %s", json(&reply));
+	bson_destroy(&reply);
+	run(b, f.db,
+	    BCON_NEW("GETMORE", BCON_INT64(id + 1000), "collection", BCON_UTF8("c"), "getMore",
+		     BCON_INT64(id)),
+	    &reply);
+	cr_assert(h_get_int(&reply, "ok", 1) == 0, "GETMORE + getMore accepted: %s", json(&reply));
 	bson_destroy(&reply);
 
 	n = 2 + drain(a, f.db, "c", id, 2);

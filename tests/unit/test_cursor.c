@@ -170,12 +170,22 @@ Test(cursor, getmore_only_for_the_owner)
 				 BCON_UTF8("db")),
 			&req),
 		  "double id");
-	cr_assert_eq(stats.cursor_refusals - refusals, 5);
+	cr_assert(admit(b, "getmore",
+			BCON_NEW("getmore", BCON_INT64(100), "collection", BCON_UTF8("c"), "$db",
+				 BCON_UTF8("db")),
+			&req),
+		  "lowercase getmore");
+	cr_assert_eq(stats.cursor_refusals - refusals, 6);
 	cr_assert(admit(a, "getMore",
 			BCON_NEW("getMore", BCON_INT64(100), "collection", BCON_UTF8("c"),
 				 "getMore", BCON_INT64(100), "$db", BCON_UTF8("db")),
 			&req),
 		  "duplicate field");
+	cr_assert(admit(a, "getMore",
+			BCON_NEW("getMore", BCON_INT64(100), "collection", BCON_UTF8("c"),
+				 "GETMORE", BCON_INT64(100), "$db", BCON_UTF8("db")),
+			&req),
+		  "duplicate field in another case");
 	cr_assert(admit(a, "getMore",
 			BCON_NEW("getMore", BCON_UTF8("100"), "collection", BCON_UTF8("c"), "$db",
 				 BCON_UTF8("db")),
