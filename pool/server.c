@@ -20,6 +20,7 @@
 #include "pool/batch.h"
 #include "pool/janitor.h"
 #include "pool/pool.h"
+#include "proxy/cursor.h"
 #include "proxy/handshake.h"
 #include "proxy/proxy.h"
 #include "proxy/request.h"
@@ -215,6 +216,10 @@ static void deliver(struct server *s, struct evbuffer *buf, uint8_t *data, size_
 
 	if (req->kind == REQ_BATCH) {
 		batch_on_reply(s, req, m);
+		return;
+	}
+	if (cursor_on_reply(req, m)) { /* cursor table; true: it answered the client */
+		server_release(s);
 		return;
 	}
 	wire_write_i32(data + 8, req->client_request_id);

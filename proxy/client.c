@@ -40,6 +40,7 @@
 #include "pool/janitor.h"
 #include "pool/pool.h"
 #include "proxy/admin.h"
+#include "proxy/cursor.h"
 #include "proxy/handshake.h"
 #include "proxy/proxy.h"
 #include "proxy/router.h"
@@ -164,6 +165,7 @@ void client_close(struct client *c, const char *fmt, ...)
 	else
 		client_info(c, "closing: %s", reason);
 	abandon_requests(c);
+	cursor_client_closed(c->id); /* kills its open cursors on the backend */
 	sbuf_close(&c->sb);
 	event_del(c->resume_ev);
 	client_set_state(c, CL_JUSTFREE);
@@ -315,8 +317,11 @@ static void count_forward(const struct route_info *ri, bool more_to_come)
 static void forward(struct client *c, struct evbuffer *buf, uint8_t *data, size_t len,
 		    const struct wire_msg *m, const struct route_info *ri, struct request *req)
 {
-	size_t newlen = wire_msg_prepare_forward(data, len);
+	size_t newlen;
 
+	if (ri->cursor_op && cursor_admit(req, m))
+		return; /* not this client's cursor: answered by proxy/cursor.c */
+	newlen = wire_msg_prepare_forward(data, len);
 	count_forward(ri, req->more_to_come);
 	req->retryable_write = ri->retryable_write;
 	if (newlen != len) { /* checksum stripped: keep the first newlen bytes */

@@ -9,6 +9,7 @@
 #include "pool/batch.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
+#include "proxy/cursor.h"
 #include "proxy/proxy.h"
 #include "proxy/stats.h"
 #include "proxy/wire.h"
@@ -54,6 +55,7 @@ void request_free(struct request *req)
 	if (req->hello_cmd != NULL)
 		bson_destroy(req->hello_cmd);
 	batch_lookup_free(req->lookup);
+	cursor_note_free(req->cursor);
 	free(req);
 }
 

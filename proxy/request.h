@@ -26,6 +26,7 @@ struct server;
 struct pool;
 struct batch;
 struct lookup;
+struct cursor_note;
 
 enum request_kind {
 	REQ_FORWARD,
@@ -53,9 +54,10 @@ struct request {
 	struct pool *pool;
 	struct server *server;
 	char cmd[64];
-	bson_t *hello_cmd;     /* REQ_HELLO: the client's command, kept */
-	struct batch *batch;   /* REQ_BATCH */
-	struct lookup *lookup; /* REQ_LOOKUP */
+	bson_t *hello_cmd;	    /* REQ_HELLO: the client's command, kept */
+	struct batch *batch;	    /* REQ_BATCH */
+	struct lookup *lookup;	    /* REQ_LOOKUP */
+	struct cursor_note *cursor; /* proxy/cursor.c: what its reply updates in the cursor table */
 };
 
 TAILQ_HEAD(request_list, request);

@@ -61,7 +61,9 @@ bool router_classify(const bson_t *body, struct route_info *ri)
 	} while (bson_iter_next(&it));
 
 	ri->route = route_for(ri->cmd);
-	ri->cursor_op = strcmp(ri->cmd, "getMore") == 0 || strcmp(ri->cmd, "killCursors") == 0;
+	/* Any case: some servers (mongo-java-server) match command names so. */
+	ri->cursor_op =
+	    strcasecmp(ri->cmd, "getMore") == 0 || strcasecmp(ri->cmd, "killCursors") == 0;
 	ri->in_txn = has_txn && autocommit_false;
 	ri->retryable_write = has_txn && !autocommit_false;
 	ri->is_find = strcmp(ri->cmd, "find") == 0;

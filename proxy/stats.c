@@ -10,6 +10,7 @@
 #include "pool/batch.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
+#include "proxy/cursor.h"
 #include "proxy/proxy.h"
 #include "version.h"
 
@@ -56,6 +57,7 @@ struct gauges {
 	int clients, clients_idle, clients_waiting, clients_running;
 	int servers_connecting, servers_idle, servers_active, requests_waiting;
 	int lookups_batching;
+	int cursors_open;
 };
 
 static void gauges_read(struct gauges *gs)
@@ -72,6 +74,7 @@ static void gauges_read(struct gauges *gs)
 	}
 	gs->requests_waiting = pool_total_waiting();
 	gs->lookups_batching = batch_open_lookups();
+	gs->cursors_open = cursor_open_count();
 }
 
 #define MP_GAUGES(X)                                                                               \
@@ -83,7 +86,8 @@ static void gauges_read(struct gauges *gs)
 	X(servers_idle, "Backend connections idle in the pool")                                    \
 	X(servers_active, "Backend connections running a request")                                 \
 	X(requests_waiting, "Requests waiting for a backend connection")                           \
-	X(lookups_batching, "Lookups waiting in a batch that still accepts members")
+	X(lookups_batching, "Lookups waiting in a batch that still accepts members")               \
+	X(cursors_open, "Backend cursors open, by owning client (the cursor table)")
 
 static void hist_to_bson(bson_t *parent, const struct hist *h)
 {

@@ -38,6 +38,9 @@
 	X(batch_lookups_merged, "Lookups that shared a merged query with at least one other")      \
 	X(batch_getmores, "getMore round trips to drain merged queries")                           \
 	X(batch_fallbacks, "Lookups re-run alone after their merged query failed or was too big")  \
+	X(cursor_refusals, "getMore/killCursors refused: cursor not owned by the client")          \
+	X(cursor_kills_sent, "killCursors sent by the proxy for the cursors of closed clients")    \
+	X(cursors_killed_on_close, "Cursors of closed clients killed on the backend by the proxy") \
 	X(reloads, "Successful configuration reloads")                                             \
 	X(reload_failures, "Rejected configuration reloads")
 

@@ -1,0 +1,825 @@
+/*
+ * cursor.c — the cursor table: which client connection owns which backend
+ * cursor, and the proxy's own killCursors for clients that went away.
+ *
+ *   any forwarded reply with top-level cursor {id != 0, ns}
+ *        ──▶ record (id, ns) → client id, pool          (cursor_on_reply)
+ *   getMore / killCursors from a client ──▶ cursor_admit
+ *        every id the client's own ──▶ forwarded; its reply updates the table
+ *        getMore of a cursor it does not own ──▶ 43 CursorNotFound, here
+ *        killCursors: foreign ids ──▶ cursorsNotFound; owned ones forwarded
+ *                     alone and the backend's reply merged with the rest
+ *   getMore reply id 0 (or 43) / killCursors reply ok ──▶ forget
+ *   client closes ──▶ its entries leave the table, sorted by (pool, ns)
+ *        ──▶ kill jobs (one namespace, ≤ CURSOR_KILL_CHUNK ids each)
+ *        ──▶ at most CURSOR_KILL_INFLIGHT internal killCursors (no client)
+ *            through pool_submit, so admission and the fair queue apply;
+ *            the next job starts (deferred) when one finishes
+ *   a reply opening a cursor for a client already gone ──▶ kill job
+ *
+ * Rules: only the top-level `cursor` subdocument of a reply and the
+ * top-level fields of a command are read (bounded walk, no recursion).
+ * Command and field names are matched in any case and must appear once
+ * (mongo-java-server runs {getmore: id}; a duplicate must not carry an id
+ * the proxy did not check).
+ * "Not owned" includes "does not exist": the answer never tells a client
+ * whether another client holds an id. Entries are removed only for their
+ * owner. Cursors the reply named no namespace for are kept under ns "" and
+ * cannot be killed on close (killCursors needs the collection).
+ */
+#include "proxy/cursor.h"
+
+#include <event2/event.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "pool/pool.h"
+#include "proxy/client.h"
+#include "proxy/proxy.h"
+#include "proxy/request.h"
+#include "proxy/stats.h"
+#include "proxy/wire.h"
+
+/* ---- the table ------------------------------------------------------ */
+
+/* One open cursor. In the (id, ns) hash chain and in its owner's list. */
+struct centry {
+	int64_t id;
+	uint64_t owner;		       /* client connection id */
+	struct pool *pool;	       /* where the cursor lives */
+	struct centry *hnext;	       /* hash chain */
+	struct centry *onext, **oprev; /* the owner's list */
+	char ns[];		       /* "db.coll", or "" (reply named none) */
+};
+
+/* A client with at least one entry; freed with its last entry. */
+struct cowner {
+	uint64_t id;
+	struct cowner *hnext;
+	struct centry *head;
+	int n;
+};
+
+/* Chained hash tables, power-of-two sizes, grown at load factor 1. */
+static struct centry **etab;
+static size_t etab_size;
+static int n_entries;
+static struct cowner **otab;
+static size_t otab_size;
+static int n_owners;
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static uint64_t ehash(int64_t id, const char *ns)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (const unsigned char *p = (const unsigned char *)ns; *p; p++)
+		h = (h ^ *p) * 1099511628211ull;
+	return mix64(h ^ (uint64_t)id);
+}
+
+static void *grow(void *tab, size_t *size, size_t elem_next_off, uint64_t (*hash)(const void *))
+{
+	size_t nsize = *size ? *size * 2 : 64;
+	void **old = tab, **nt = calloc(nsize, sizeof(*nt));
+
+	if (nt == NULL)
+		fatal("out of memory");
+	for (size_t i = 0; i < *size; i++) {
+		void *e = old[i];
+
+		while (e != NULL) {
+			void **next = (void **)((char *)e + elem_next_off);
+			void *after = *next;
+			size_t b = hash(e) & (nsize - 1);
+
+			*next = nt[b];
+			nt[b] = e;
+			e = after;
+		}
+	}
+	free(old);
+	*size = nsize;
+	return nt;
+}
+
+static uint64_t ehash_of(const void *e)
+{
+	const struct centry *c = e;
+
+	return ehash(c->id, c->ns);
+}
+
+static uint64_t ohash_of(const void *o)
+{
+	return mix64(((const struct cowner *)o)->id);
+}
+
+static struct centry **eslot(int64_t id, const char *ns)
+{
+	struct centry **pp;
+
+	if (etab_size == 0)
+		return NULL;
+	pp = &etab[ehash(id, ns) & (etab_size - 1)];
+	while (*pp != NULL && ((*pp)->id != id || strcmp((*pp)->ns, ns) != 0))
+		pp = &(*pp)->hnext;
+	return pp;
+}
+
+static struct cowner **oslot(uint64_t id)
+{
+	struct cowner **pp;
+
+	if (otab_size == 0)
+		return NULL;
+	pp = &otab[mix64(id) & (otab_size - 1)];
+	while (*pp != NULL && (*pp)->id != id)
+		pp = &(*pp)->hnext;
+	return pp;
+}
+
+static struct cowner *owner_get(uint64_t id)
+{
+	struct cowner **pp = oslot(id), *o;
+
+	if (pp != NULL && *pp != NULL)
+		return *pp;
+	if ((size_t)n_owners + 1 > otab_size)
+		otab = grow(otab, &otab_size, offsetof(struct cowner, hnext), ohash_of);
+	pp = oslot(id);
+	o = calloc(1, sizeof(*o));
+	if (o == NULL)
+		fatal("out of memory");
+	o->id = id;
+	*pp = o;
+	n_owners++;
+	return o;
+}
+
+static void entry_remove(struct centry **slot)
+{
+	struct centry *e = *slot;
+	struct cowner **op = oslot(e->owner), *o = *op;
+
+	*slot = e->hnext;
+	n_entries--;
+	*e->oprev = e->onext;
+	if (e->onext != NULL)
+		e->onext->oprev = e->oprev;
+	if (--o->n == 0) {
+		*op = o->hnext;
+		n_owners--;
+		free(o);
+	}
+	free(e);
+}
+
+void cursor_table_record(uint64_t owner, struct pool *pool, int64_t id, const char *ns)
+{
+	struct centry **pp = eslot(id, ns), *e;
+	struct cowner *o;
+	size_t nslen = strlen(ns);
+
+	if (pp != NULL && *pp != NULL) {
+		if ((*pp)->owner == owner) {
+			(*pp)->pool = pool;
+			return;
+		}
+		log_info("cursor %" PRId64 " on %s handed out again: now C-%" PRIu64, id, ns,
+			 owner);
+		entry_remove(pp);
+	}
+	if ((size_t)n_entries + 1 > etab_size)
+		etab = grow(etab, &etab_size, offsetof(struct centry, hnext), ehash_of);
+	pp = eslot(id, ns);
+	e = malloc(sizeof(*e) + nslen + 1);
+	if (e == NULL)
+		fatal("out of memory");
+	e->id = id;
+	e->owner = owner;
+	e->pool = pool;
+	memcpy(e->ns, ns, nslen + 1);
+	e->hnext = NULL;
+	*pp = e;
+	n_entries++;
+	o = owner_get(owner);
+	e->onext = o->head;
+	if (o->head != NULL)
+		o->head->oprev = &e->onext;
+	o->head = e;
+	e->oprev = &o->head;
+	o->n++;
+}
+
+/* The entry a client's (id, ns) names: exact, else one without namespace. */
+static struct centry **lookup(int64_t id, const char *ns)
+{
+	struct centry **pp = eslot(id, ns);
+
+	if (pp != NULL && *pp == NULL && ns[0] != '\0')
+		pp = eslot(id, "");
+	return pp != NULL && *pp != NULL ? pp : NULL;
+}
+
+uint64_t cursor_table_owner(int64_t id, const char *ns)
+{
+	struct centry **pp = lookup(id, ns);
+
+	return pp != NULL ? (*pp)->owner : 0;
+}
+
+void cursor_table_forget(uint64_t owner, int64_t id, const char *ns)
+{
+	struct centry **pp = lookup(id, ns);
+
+	if (pp != NULL && (*pp)->owner == owner)
+		entry_remove(pp);
+}
+
+int cursor_open_count(void)
+{
+	return n_entries;
+}
+
+/* ---- reading commands and replies (top level only) ------------------ */
+
+/* A cursor id: int64, int32 or an integral double (what backends accept). */
+static bool id_value(const bson_iter_t *it, int64_t *id)
+{
+	double d;
+
+	switch (bson_iter_type(it)) {
+	case BSON_TYPE_INT64:
+		*id = bson_iter_int64(it);
+		return true;
+	case BSON_TYPE_INT32:
+		*id = bson_iter_int32(it);
+		return true;
+	case BSON_TYPE_DOUBLE:
+		d = bson_iter_double(it);
+		if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) ||
+		    (double)(int64_t)d != d)
+			return false;
+		*id = (int64_t)d;
+		return true;
+	default:
+		return false;
+	}
+}
+
+bool cursor_reply_cursor(const bson_t *body, int64_t *id, const char **ns)
+{
+	bson_iter_t it, sub;
+	bool have_id = false;
+
+	*ns = NULL;
+	if (!bson_iter_init_find(&it, body, "cursor") || !BSON_ITER_HOLDS_DOCUMENT(&it) ||
+	    !bson_iter_recurse(&it, &sub))
+		return false;
+	while (bson_iter_next(&sub)) {
+		const char *k = bson_iter_key(&sub);
+
+		if (!have_id && strcmp(k, "id") == 0)
+			have_id = id_value(&sub, id);
+		else if (*ns == NULL && strcmp(k, "ns") == 0 && BSON_ITER_HOLDS_UTF8(&sub))
+			*ns = bson_iter_utf8(&sub, NULL);
+	}
+	return have_id;
+}
+
+static bool reply_ok(const bson_t *body, int32_t *code)
+{
+	bson_iter_t it;
+	bool ok = false;
+
+	*code = 0;
+	if (bson_iter_init_find(&it, body, "ok"))
+		ok = bson_iter_as_bool(&it);
+	if (bson_iter_init_find(&it, body, "code") && BSON_ITER_HOLDS_INT32(&it))
+		*code = bson_iter_int32(&it);
+	return ok;
+}
+
+/* The fields of a getMore or killCursors, each present at most once. */
+struct cursor_cmd {
+	const char *name;   /* "getMore" / "killCursors" */
+	const char *second; /* "collection" / "cursors" */
+	bson_iter_t first_it, second_it;
+	bool have_second;
+	const char *db;
+};
+
+static bool read_cmd(const bson_t *body, struct cursor_cmd *cc, char *err, size_t errlen)
+{
+	bson_iter_t it;
+	int nfirst = 0, nsecond = 0, ndb = 0;
+
+	if (!bson_iter_init(&it, body))
+		return false;
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+
+		/* Names compared in any case: a server that matches them so
+		 * must not read a second spelling the proxy did not check. */
+		if (strcasecmp(k, cc->name) == 0 && nfirst++ == 0) {
+			cc->first_it = it;
+		} else if (strcasecmp(k, cc->second) == 0 && nsecond++ == 0) {
+			cc->second_it = it;
+			cc->have_second = true;
+		} else if (strcasecmp(k, "$db") == 0 && ndb++ == 0 && BSON_ITER_HOLDS_UTF8(&it)) {
+			cc->db = bson_iter_utf8(&it, NULL);
+		}
+	}
+	if (nfirst > 1 || nsecond > 1 || ndb > 1) {
+		snprintf(err, errlen, "mongoplex: %s: duplicate field '%s'", cc->name,
+			 nfirst > 1    ? cc->name
+			 : nsecond > 1 ? cc->second
+				       : "$db");
+		return false;
+	}
+	return cc->db != NULL;
+}
+
+/* ---- request notes: what a reply must update ------------------------- */
+
+enum note_kind {
+	NOTE_GETMORE,	 /* a client's getMore of ids[0] */
+	NOTE_KILL,	 /* a client's killCursors of ids (foreign ones answered here) */
+	NOTE_CLOSE_KILL, /* the proxy's killCursors for a closed client */
+};
+
+/* Owned by its request (req->cursor), freed by request_free. */
+struct cursor_note {
+	enum note_kind kind;
+	uint64_t owner;
+	char *ns;
+	int64_t *ids; /* forwarded */
+	int nids;
+	int64_t *foreign; /* NOTE_KILL: ids reported as not found */
+	int nforeign;
+};
+
+static struct cursor_note *note_new(enum note_kind kind, uint64_t owner, const char *ns)
+{
+	struct cursor_note *n = calloc(1, sizeof(*n));
+
+	if (n == NULL || (n->ns = strdup(ns)) == NULL)
+		fatal("out of memory");
+	n->kind = kind;
+	n->owner = owner;
+	return n;
+}
+
+static int64_t *ids_alloc(size_t n)
+{
+	int64_t *ids = malloc(sizeof(*ids) * (n ? n : 1));
+
+	if (ids == NULL)
+		fatal("out of memory");
+	return ids;
+}
+
+/* ---- kill on close ---------------------------------------------------- */
+
+/* killCursors to send for closed clients: one namespace, ≤ CHUNK ids. */
+struct kill_job {
+	TAILQ_ENTRY(kill_job) link;
+	struct pool *pool;
+	char *ns;
+	int n;
+	int64_t ids[CURSOR_KILL_CHUNK];
+};
+
+TAILQ_HEAD(kill_job_list, kill_job);
+static struct kill_job_list kill_jobs = TAILQ_HEAD_INITIALIZER(kill_jobs);
+static int kill_inflight;
+static struct event *pump_ev;
+
+static void kill_enqueue(struct pool *pool, const char *ns, int64_t id)
+{
+	struct kill_job *j = TAILQ_LAST(&kill_jobs, kill_job_list);
+
+	if (j == NULL || j->pool != pool || strcmp(j->ns, ns) != 0 || j->n == CURSOR_KILL_CHUNK) {
+		j = calloc(1, sizeof(*j));
+		if (j == NULL || (j->ns = strdup(ns)) == NULL)
+			fatal("out of memory");
+		j->pool = pool;
+		TAILQ_INSERT_TAIL(&kill_jobs, j, link);
+	}
+	j->ids[j->n++] = id;
+}
+
+static void append_ids(bson_t *doc, const char *key, const int64_t *a, int na, const int64_t *b,
+		       int nb)
+{
+	bson_t arr;
+	char kbuf[16];
+	const char *k;
+	uint32_t i = 0;
+
+	BSON_APPEND_ARRAY_BEGIN(doc, key, &arr);
+	for (int x = 0; x < na; x++, i++) {
+		bson_uint32_to_string(i, &k, kbuf, sizeof(kbuf));
+		bson_append_int64(&arr, k, -1, a[x]);
+	}
+	for (int x = 0; x < nb; x++, i++) {
+		bson_uint32_to_string(i, &k, kbuf, sizeof(kbuf));
+		bson_append_int64(&arr, k, -1, b[x]);
+	}
+	bson_append_array_end(doc, &arr);
+}
+
+static void kill_send(struct kill_job *j)
+{
+	const char *dot = strchr(j->ns, '.');
+	struct request *req = request_new(NULL, REQ_FORWARD);
+	struct cursor_note *n = note_new(NOTE_CLOSE_KILL, 0, j->ns);
+	bson_t cmd;
+	char db[256];
+
+	snprintf(db, sizeof(db), "%.*s", (int)(dot - j->ns), j->ns);
+	bson_init(&cmd);
+	BSON_APPEND_UTF8(&cmd, "killCursors", dot + 1);
+	append_ids(&cmd, "cursors", j->ids, j->n, NULL, 0);
+	BSON_APPEND_UTF8(&cmd, "$db", db);
+	req->msg = evbuffer_new();
+	wire_append_msg(req->msg, 0, 0, 0, &cmd);
+	bson_destroy(&cmd);
+	snprintf(req->cmd, sizeof(req->cmd), "killCursors");
+	n->nids = j->n;
+	req->cursor = n;
+	kill_inflight++;
+	STAT_INC(cursor_kills_sent);
+	log_debug("killing %d cursors of a closed client on %s", j->n, j->ns);
+	pool_submit(req);
+}
+
+static void pump(void)
+{
+	struct kill_job *j;
+
+	while (kill_inflight < CURSOR_KILL_INFLIGHT && (j = TAILQ_FIRST(&kill_jobs)) != NULL) {
+		TAILQ_REMOVE(&kill_jobs, j, link);
+		kill_send(j);
+		free(j->ns);
+		free(j);
+	}
+}
+
+static void pump_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	proxy_tick();
+	pump();
+}
+
+/* Deferred: never submit from inside the pool's or a server's callback. */
+static void pump_schedule(void)
+{
+	if (g.base == NULL || TAILQ_EMPTY(&kill_jobs))
+		return;
+	if (pump_ev == NULL && (pump_ev = event_new(g.base, -1, 0, pump_cb, NULL)) == NULL)
+		fatal("out of memory");
+	event_active(pump_ev, EV_TIMEOUT, 1);
+}
+
+static int cmp_pool_ns(const void *a, const void *b)
+{
+	const struct centry *x = *(const struct centry *const *)a;
+	const struct centry *y = *(const struct centry *const *)b;
+
+	if (x->pool != y->pool)
+		return (uintptr_t)x->pool < (uintptr_t)y->pool ? -1 : 1;
+	return strcmp(x->ns, y->ns);
+}
+
+void cursor_client_closed(uint64_t client_id)
+{
+	struct cowner **op = oslot(client_id);
+	struct centry **all, *e;
+	int n = 0, total, unkillable = 0;
+
+	if (op == NULL || *op == NULL)
+		return;
+	total = (*op)->n;
+	all = malloc(sizeof(*all) * (size_t)total);
+	if (all == NULL)
+		fatal("out of memory");
+	for (e = (*op)->head; e != NULL; e = e->onext)
+		all[n++] = e;
+	qsort(all, (size_t)n, sizeof(*all), cmp_pool_ns);
+	for (int i = 0; i < n; i++) {
+		if (all[i]->ns[0] != '\0' && strchr(all[i]->ns, '.') != NULL)
+			kill_enqueue(all[i]->pool, all[i]->ns, all[i]->id);
+		else
+			unkillable++;
+		cursor_table_forget(client_id, all[i]->id, all[i]->ns);
+	}
+	free(all);
+	log_info("C-%" PRIu64 " closed with %d open cursors: killing them on the backend%s",
+		 client_id, total, unkillable ? " (some without namespace: left to time out)" : "");
+	pump_schedule();
+}
+
+static void close_kill_reply(const struct cursor_note *n, const bson_t *body)
+{
+	int32_t code;
+
+	if (reply_ok(body, &code)) {
+		STAT_ADD(cursors_killed_on_close, (uint64_t)n->nids);
+		return;
+	}
+	log_warning("killCursors of %d cursors on %s for a closed client failed (code %d)", n->nids,
+		    n->ns, code);
+}
+
+void cursor_note_free(struct cursor_note *n)
+{
+	if (n == NULL)
+		return;
+	if (n->kind == NOTE_CLOSE_KILL) {
+		kill_inflight--;
+		pump_schedule();
+	}
+	free(n->ns);
+	free(n->ids);
+	free(n->foreign);
+	free(n);
+}
+
+/* ---- admission of getMore / killCursors ------------------------------ */
+
+static void refuse_unknown(struct request *req, int64_t id)
+{
+	char msg[96];
+
+	STAT_INC(cursor_refusals);
+	snprintf(msg, sizeof(msg), "mongoplex: cursor id %" PRId64 " not found", id);
+	request_fail(req, 43, "CursorNotFound", msg, NULL);
+}
+
+static char *ns_of(const char *db, const char *coll)
+{
+	return bson_strdup_printf("%s.%s", db, coll);
+}
+
+static bool admit_getmore(struct request *req, const bson_t *body)
+{
+	struct cursor_cmd cc = {.name = "getMore", .second = "collection"};
+	char err[128] = "mongoplex: getMore: field '$db' is missing or not a string";
+	int64_t id;
+	char *ns;
+
+	if (!read_cmd(body, &cc, err, sizeof(err))) {
+		request_fail(req, 40413, "Location40413", err, NULL);
+		return true;
+	}
+	if (!id_value(&cc.first_it, &id)) {
+		request_fail(req, 14, "TypeMismatch",
+			     "mongoplex: getMore: the cursor id must be a 64-bit integer", NULL);
+		return true;
+	}
+	if (!cc.have_second || !BSON_ITER_HOLDS_UTF8(&cc.second_it)) {
+		request_fail(req, 40414, "Location40414",
+			     "mongoplex: getMore: field 'collection' is missing or not a string",
+			     NULL);
+		return true;
+	}
+	ns = ns_of(cc.db, bson_iter_utf8(&cc.second_it, NULL));
+	if (cursor_table_owner(id, ns) != req->client->id) {
+		bson_free(ns);
+		refuse_unknown(req, id);
+		return true;
+	}
+	req->cursor = note_new(NOTE_GETMORE, req->client->id, ns);
+	req->cursor->ids = ids_alloc(1);
+	req->cursor->ids[0] = id;
+	req->cursor->nids = 1;
+	bson_free(ns);
+	return false;
+}
+
+/* The ids of killCursors' `cursors`, split into the client's and the rest. */
+static bool split_ids(struct request *req, bson_iter_t *arr, const char *ns, struct cursor_note *n)
+{
+	bson_iter_t it;
+	uint32_t count = 0;
+
+	if (!bson_iter_recurse(arr, &it))
+		return false;
+	while (bson_iter_next(&it))
+		count++;
+	n->ids = ids_alloc(count);
+	n->foreign = ids_alloc(count);
+	if (!bson_iter_recurse(arr, &it))
+		return false;
+	while (bson_iter_next(&it)) {
+		int64_t id;
+
+		if (!id_value(&it, &id))
+			return false;
+		if (cursor_table_owner(id, ns) == req->client->id)
+			n->ids[n->nids++] = id;
+		else
+			n->foreign[n->nforeign++] = id;
+	}
+	return true;
+}
+
+static void reply_kill_local(struct request *req, const struct cursor_note *n)
+{
+	bson_t doc;
+
+	bson_init(&doc);
+	append_ids(&doc, "cursorsKilled", NULL, 0, NULL, 0);
+	append_ids(&doc, "cursorsNotFound", n->foreign, n->nforeign, NULL, 0);
+	append_ids(&doc, "cursorsAlive", NULL, 0, NULL, 0);
+	append_ids(&doc, "cursorsUnknown", NULL, 0, NULL, 0);
+	BSON_APPEND_DOUBLE(&doc, "ok", 1.0);
+	request_reply_doc(req, &doc);
+	bson_destroy(&doc);
+}
+
+/* The same killCursors with only the client's own ids, as req->msg. */
+static void rewrite_kill(struct request *req, const bson_t *body, const struct cursor_note *n)
+{
+	bson_iter_t it;
+	bson_t out;
+
+	bson_init(&out);
+	if (bson_iter_init(&it, body))
+		while (bson_iter_next(&it)) {
+			if (strcmp(bson_iter_key(&it), "cursors") == 0)
+				append_ids(&out, "cursors", n->ids, n->nids, NULL, 0);
+			else
+				bson_append_iter(&out, NULL, 0, &it);
+		}
+	if (req->msg != NULL)
+		evbuffer_free(req->msg);
+	req->msg = evbuffer_new();
+	wire_append_msg(req->msg, 0, 0, req->more_to_come ? MSG_MORE_TO_COME : 0, &out);
+	bson_destroy(&out);
+}
+
+static bool admit_kill(struct request *req, const bson_t *body)
+{
+	struct cursor_cmd cc = {.name = "killCursors", .second = "cursors"};
+	char err[128] = "mongoplex: killCursors: field '$db' is missing or not a string";
+	struct cursor_note *n;
+	char *ns;
+
+	if (!read_cmd(body, &cc, err, sizeof(err))) {
+		request_fail(req, 40413, "Location40413", err, NULL);
+		return true;
+	}
+	if (!BSON_ITER_HOLDS_UTF8(&cc.first_it) || !cc.have_second ||
+	    !BSON_ITER_HOLDS_ARRAY(&cc.second_it)) {
+		request_fail(req, 14, "TypeMismatch",
+			     "mongoplex: killCursors needs a collection name and an array "
+			     "'cursors' of 64-bit integer cursor ids",
+			     NULL);
+		return true;
+	}
+	ns = ns_of(cc.db, bson_iter_utf8(&cc.first_it, NULL));
+	n = note_new(NOTE_KILL, req->client->id, ns);
+	bson_free(ns);
+	req->cursor = n;
+	if (!split_ids(req, &cc.second_it, n->ns, n)) {
+		request_fail(req, 14, "TypeMismatch",
+			     "mongoplex: killCursors: every cursor id must be a 64-bit integer",
+			     NULL);
+		return true;
+	}
+	if (n->nforeign == 0)
+		return false;
+	STAT_INC(cursor_refusals);
+	if (n->nids == 0) {
+		reply_kill_local(req, n);
+		return true;
+	}
+	rewrite_kill(req, body, n);
+	STAT_INC(requests_forwarded);
+	STAT_INC(cursor_requests);
+	pool_submit(req);
+	return true;
+}
+
+bool cursor_admit(struct request *req, const struct wire_msg *m)
+{
+	if (req->client == NULL)
+		return false;
+	if (m->nsequences > 0) {
+		request_fail(req, 2, "BadValue",
+			     "mongoplex: getMore/killCursors take no document sequences", NULL);
+		return true;
+	}
+	if (strcasecmp(req->cmd, "getMore") == 0)
+		return admit_getmore(req, &m->body);
+	if (strcasecmp(req->cmd, "killCursors") == 0)
+		return admit_kill(req, &m->body);
+	return false;
+}
+
+/* ---- replies --------------------------------------------------------- */
+
+/* The backend's killCursors reply with the foreign ids in cursorsNotFound. */
+static void append_not_found(bson_t *doc, const bson_iter_t *orig, const struct cursor_note *n)
+{
+	bson_iter_t sub;
+	bson_t arr;
+	char kbuf[16];
+	const char *k;
+	uint32_t i = 0;
+
+	BSON_APPEND_ARRAY_BEGIN(doc, "cursorsNotFound", &arr);
+	if (orig != NULL && bson_iter_recurse(orig, &sub))
+		while (bson_iter_next(&sub)) {
+			bson_uint32_to_string(i++, &k, kbuf, sizeof(kbuf));
+			bson_append_value(&arr, k, -1, bson_iter_value(&sub));
+		}
+	for (int x = 0; x < n->nforeign; x++) {
+		bson_uint32_to_string(i++, &k, kbuf, sizeof(kbuf));
+		bson_append_int64(&arr, k, -1, n->foreign[x]);
+	}
+	bson_append_array_end(doc, &arr);
+}
+
+static void reply_kill_merged(struct request *req, const bson_t *body, const struct cursor_note *n)
+{
+	bson_iter_t it;
+	bson_t doc;
+	bool seen = false;
+
+	bson_init(&doc);
+	if (bson_iter_init(&it, body))
+		while (bson_iter_next(&it)) {
+			if (!seen && strcmp(bson_iter_key(&it), "cursorsNotFound") == 0 &&
+			    BSON_ITER_HOLDS_ARRAY(&it)) {
+				append_not_found(&doc, &it, n);
+				seen = true;
+			} else {
+				bson_append_iter(&doc, NULL, 0, &it);
+			}
+		}
+	if (!seen)
+		append_not_found(&doc, NULL, n);
+	request_reply_doc(req, &doc);
+	bson_destroy(&doc);
+}
+
+/* A reply opened a cursor (or kept one open). */
+static void opened(struct request *req, int64_t id, const char *ns)
+{
+	if (req->client != NULL) {
+		cursor_table_record(req->client->id, req->pool, id, ns ? ns : "");
+		return;
+	}
+	if (ns == NULL || strchr(ns, '.') == NULL)
+		return;
+	log_debug("cursor %" PRId64 " on %s opened for a client already gone: killing it", id, ns);
+	kill_enqueue(req->pool, ns, id);
+	pump_schedule();
+}
+
+bool cursor_on_reply(struct request *req, const struct wire_msg *reply)
+{
+	const bson_t *body = &reply->body;
+	struct cursor_note *n = req->cursor;
+	int64_t id = 0;
+	const char *ns;
+	int32_t code;
+	bool ok, have_cursor;
+
+	if (n != NULL && n->kind == NOTE_CLOSE_KILL) {
+		close_kill_reply(n, body);
+		return false;
+	}
+	ok = reply_ok(body, &code);
+	have_cursor = cursor_reply_cursor(body, &id, &ns);
+	if (n != NULL && n->kind == NOTE_GETMORE && ((ok && have_cursor && id == 0) || code == 43))
+		cursor_table_forget(n->owner, n->ids[0], n->ns);
+	if (n != NULL && n->kind == NOTE_KILL && ok) {
+		for (int i = 0; i < n->nids; i++)
+			cursor_table_forget(n->owner, n->ids[i], n->ns);
+		if (n->nforeign > 0) {
+			reply_kill_merged(req, body, n);
+			return true;
+		}
+	}
+	if (ok && have_cursor && id != 0)
+		opened(req, id, ns);
+	return false;
+}
