@@ -26,6 +26,7 @@ struct cfg {
 	char *metrics_listen;
 	/* backend */
 	char *backend_uri;
+	char *backend_password_file;
 	int64_t pool_size;
 	int64_t min_pool_size;
 	int64_t connect_timeout_ms;
