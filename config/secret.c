@@ -143,8 +143,8 @@ bool secret_check_config(const char *cfg_path, const struct cfg *c, FILE *out)
 			cfg_path, (unsigned)(st.st_mode & 0777));
 	if (!auth_load(c->backend_uri, c->backend_password_file, &cred, warn, sizeof(warn), err,
 		       sizeof(err))) {
-		fprintf(out, "%s%s\n", strncmp(err, "mongoplex: ", 11) == 0 ? "" : "mongoplex: ",
-			err);
+		fprintf(out, "%s%s\n",
+			strncmp(err, "mongoplex: ", 11) == 0 ? "" : "mongoplex: ", err);
 		return false;
 	}
 	auth_cred_clear(&cred);

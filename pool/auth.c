@@ -48,7 +48,8 @@ static bool copy_field(char *dst, size_t cap, const char *src, const char *what,
 		       size_t errlen)
 {
 	if (strlen(src) >= cap) {
-		snprintf(err, errlen, "backend_uri: %s too long (at most %zu bytes)", what, cap - 1);
+		snprintf(err, errlen, "backend_uri: %s too long (at most %zu bytes)", what,
+			 cap - 1);
 		return false;
 	}
 	memcpy(dst, src, strlen(src) + 1);
@@ -108,8 +109,8 @@ static bool load_from_uri(const mongoc_uri_t *u, const char *password_file, stru
 	}
 	c->enabled = true;
 	return copy_field(c->user, sizeof(c->user), user, "username", err, errlen) &&
-	       copy_field(c->source, sizeof(c->source), mongoc_uri_get_auth_source(u),
-			  "authSource", err, errlen) &&
+	       copy_field(c->source, sizeof(c->source), mongoc_uri_get_auth_source(u), "authSource",
+			  err, errlen) &&
 	       load_password(u, password_file, c, warn, warnlen, err, errlen);
 }
 
@@ -217,8 +218,8 @@ void auth_conv_free(struct server *s)
 }
 
 /* Start a SCRAM conversation: client-first-message into payload. */
-static bool conv_start(struct auth_conv *a, enum scram_mech m, char *payload, size_t cap,
-		       char *err, size_t errlen)
+static bool conv_start(struct auth_conv *a, enum scram_mech m, char *payload, size_t cap, char *err,
+		       size_t errlen)
 {
 	char prepared[256];
 	bool ok = scram_prepare_password(m, cred.user, cred.password, prepared, sizeof(prepared),
@@ -316,8 +317,8 @@ static enum scram_mech negotiate(const bson_t *hello)
 
 static enum auth_result fail(struct server *s, char *err, size_t errlen, const char *why)
 {
-	snprintf(err, errlen, "backend authentication failed for user \"%s\" on %s: %s",
-		 cred.user, pool_name(s->pool), why);
+	snprintf(err, errlen, "backend authentication failed for user \"%s\" on %s: %s", cred.user,
+		 pool_name(s->pool), why);
 	STAT_INC(backend_auth_failures);
 	return AUTH_FAILED;
 }
@@ -367,8 +368,7 @@ static enum auth_result on_server_first(struct server *s, struct auth_conv *a,
 {
 	char final[SCRAM_MSG_MAX], why[256];
 
-	if (!scram_client_final(&a->sc, r->payload, r->len, final, sizeof(final), why,
-				sizeof(why)))
+	if (!scram_client_final(&a->sc, r->payload, r->len, final, sizeof(final), why, sizeof(why)))
 		return fail(s, err, errlen, why);
 	if (a->sc.computed_pbkdf2)
 		STAT_INC(scram_salted_password_computed);

@@ -62,10 +62,10 @@ void auth_cred_clear(struct auth_cred *c);
 void auth_extend_hello(struct server *s, bson_t *cmd);
 
 enum auth_result {
-	AUTH_DONE,	   /* logged in (or no credentials): *bi holds the hello */
-	AUTH_MORE,	   /* the next SASL command was sent */
-	AUTH_FAILED,	   /* authentication refused: code 18, err names user and host */
-	AUTH_BAD_HELLO,	   /* the hello reply is unusable: err says why */
+	AUTH_DONE,	/* logged in (or no credentials): *bi holds the hello */
+	AUTH_MORE,	/* the next SASL command was sent */
+	AUTH_FAILED,	/* authentication refused: code 18, err names user and host */
+	AUTH_BAD_HELLO, /* the hello reply is unusable: err says why */
 };
 
 /* A reply on a connecting server: first the hello, then each SASL reply. */

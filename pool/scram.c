@@ -271,11 +271,13 @@ static bool parse_server_first(const char *msg, size_t len, struct server_first 
 		} else if (p[0] == 'i' && !have_i) {
 			have_i = parse_iterations(v, vlen, &sf->iterations);
 			if (!have_i) {
-				snprintf(err, errlen, "server-first-message: invalid iteration count");
+				snprintf(err, errlen,
+					 "server-first-message: invalid iteration count");
 				return false;
 			}
 		} else if (p[0] == 'm') {
-			snprintf(err, errlen, "server requires an unsupported SCRAM extension (m=)");
+			snprintf(err, errlen,
+				 "server requires an unsupported SCRAM extension (m=)");
 			return false;
 		}
 		p = comma ? comma + 1 : end;
@@ -304,13 +306,12 @@ static bool check_server_first(const struct scram *sc, const struct server_first
 	return true;
 }
 
-static bool hmac(enum scram_mech m, const uint8_t *key, size_t keylen, const void *data,
-		 size_t len, uint8_t *out)
+static bool hmac(enum scram_mech m, const uint8_t *key, size_t keylen, const void *data, size_t len,
+		 uint8_t *out)
 {
 	unsigned int n = 0;
 
-	return HMAC(mech_md(m), key, (int)keylen, data, len, out, &n) != NULL &&
-	       n == mech_len(m);
+	return HMAC(mech_md(m), key, (int)keylen, data, len, out, &n) != NULL && n == mech_len(m);
 }
 
 static struct scram_cache_entry *cache_find(const struct scram *sc, const struct server_first *sf)
@@ -341,9 +342,8 @@ static struct scram_cache_entry *derive_keys(struct scram *sc, const struct serv
 	OPENSSL_cleanse(e, sizeof(*e));
 	pbkdf2_runs++;
 	sc->computed_pbkdf2 = true;
-	ok = PKCS5_PBKDF2_HMAC(sc->prepared, (int)strlen(sc->prepared), sf->salt,
-			       (int)sf->salt_len, (int)sf->iterations, mech_md(sc->mech), (int)hl,
-			       salted) == 1 &&
+	ok = PKCS5_PBKDF2_HMAC(sc->prepared, (int)strlen(sc->prepared), sf->salt, (int)sf->salt_len,
+			       (int)sf->iterations, mech_md(sc->mech), (int)hl, salted) == 1 &&
 	     hmac(sc->mech, salted, hl, "Client Key", 10, e->client_key) &&
 	     hmac(sc->mech, salted, hl, "Server Key", 10, e->server_key);
 	OPENSSL_cleanse(salted, sizeof(salted));
@@ -367,10 +367,10 @@ static bool proof_and_signature(struct scram *sc, const struct scram_cache_entry
 	size_t hl = mech_len(sc->mech);
 	uint8_t stored[SCRAM_MAX_HASH], client_sig[SCRAM_MAX_HASH];
 	unsigned int n = 0;
-	bool ok = EVP_Digest(e->client_key, hl, stored, &n, mech_md(sc->mech), NULL) == 1 &&
-		  hmac(sc->mech, stored, hl, auth_msg, strlen(auth_msg), client_sig) &&
-		  hmac(sc->mech, e->server_key, hl, auth_msg, strlen(auth_msg),
-		       sc->server_signature);
+	bool ok =
+	    EVP_Digest(e->client_key, hl, stored, &n, mech_md(sc->mech), NULL) == 1 &&
+	    hmac(sc->mech, stored, hl, auth_msg, strlen(auth_msg), client_sig) &&
+	    hmac(sc->mech, e->server_key, hl, auth_msg, strlen(auth_msg), sc->server_signature);
 
 	for (size_t i = 0; ok && i < hl; i++)
 		proof[i] = e->client_key[i] ^ client_sig[i];

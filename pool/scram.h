@@ -39,7 +39,7 @@ struct scram {
 	enum scram_mech mech;
 	int step; /* 0 new, 1 client-first sent, 2 client-final sent, 3 verified */
 	char prepared[256];
-	char user[256];	     /* as given (for the cache key) */
+	char user[256]; /* as given (for the cache key) */
 	char client_nonce[64];
 	char client_first_bare[SCRAM_MSG_MAX];
 	uint8_t server_signature[SCRAM_MAX_HASH];
@@ -63,7 +63,8 @@ bool scram_start(struct scram *sc, enum scram_mech m, const char *user, const ch
 
 /* server-first-message (len bytes, not NUL-terminated) -> client-final-message. */
 bool scram_client_final(struct scram *sc, const char *server_first, size_t len, char *out,
-			size_t outlen, char *err, size_t errlen) __attribute__((warn_unused_result));
+			size_t outlen, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
 
 /* server-final-message: true only if it carries the expected signature. */
 bool scram_verify_final(struct scram *sc, const char *server_final, size_t len, char *err,

@@ -17,8 +17,7 @@
 #define SF(s) (s), strlen(s)
 
 static void conversation(enum scram_mech m, const char *prepared, const char *nonce,
-			 const char *server_first, const char *want_final,
-			 const char *server_final)
+			 const char *server_first, const char *want_final, const char *server_final)
 {
 	struct scram sc;
 	char out[SCRAM_MSG_MAX], err[256], want_first[128];
@@ -34,7 +33,8 @@ static void conversation(enum scram_mech m, const char *prepared, const char *no
 	scram_clear(&sc);
 }
 
-#define RFC7677_FIRST "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
+#define RFC7677_FIRST                                                                              \
+	"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
 
 Test(scram, rfc7677_sha256_vector)
 {
@@ -47,10 +47,11 @@ Test(scram, rfc7677_sha256_vector)
 Test(scram, rfc5802_sha1_vector)
 {
 	/* RFC 5802 uses the plain password (no MongoDB digest). */
-	conversation(SCRAM_SHA_1, "pencil", "fyko+d2lbbFgONRv9qkxdawL",
-		     "r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j,s=QSXCR+Q6sek8bf92,i=4096",
-		     "c=biws,r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j,p=v0X8v3Bz2T0CJGbJQyF0X+HI4Ts=",
-		     "v=rmF9pqV8S7suAoZWja4dJRkFsKQ=");
+	conversation(
+	    SCRAM_SHA_1, "pencil", "fyko+d2lbbFgONRv9qkxdawL",
+	    "r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j,s=QSXCR+Q6sek8bf92,i=4096",
+	    "c=biws,r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j,p=v0X8v3Bz2T0CJGbJQyF0X+HI4Ts=",
+	    "v=rmF9pqV8S7suAoZWja4dJRkFsKQ=");
 }
 
 Test(scram, mongodb_spec_sha1_vector_with_md5_digest)
@@ -85,12 +86,14 @@ Test(scram, saslprep_maps_and_refuses)
 	char out[64], err[128];
 
 	/* RFC 4013 examples: soft hyphen removed, non-ASCII space mapped to space. */
-	cr_assert(scram_prepare_password(SCRAM_SHA_256, "u", "I\xc2\xad"
-							     "X",
+	cr_assert(scram_prepare_password(SCRAM_SHA_256, "u",
+					 "I\xc2\xad"
+					 "X",
 					 out, sizeof(out), err, sizeof(err)));
 	cr_assert_str_eq(out, "IX");
-	cr_assert(scram_prepare_password(SCRAM_SHA_256, "u", "a\xe2\x80\x80"
-							     "b",
+	cr_assert(scram_prepare_password(SCRAM_SHA_256, "u",
+					 "a\xe2\x80\x80"
+					 "b",
 					 out, sizeof(out), err, sizeof(err)));
 	cr_assert_str_eq(out, "a b");
 	/* A prohibited control character. */
@@ -113,10 +116,10 @@ Test(scram, random_nonce_is_fresh)
 	struct scram a, b;
 	char out1[256], out2[256], err[128];
 
-	cr_assert(scram_start(&a, SCRAM_SHA_256, "u", "p", NULL, out1, sizeof(out1), err,
-			      sizeof(err)));
-	cr_assert(scram_start(&b, SCRAM_SHA_256, "u", "p", NULL, out2, sizeof(out2), err,
-			      sizeof(err)));
+	cr_assert(
+	    scram_start(&a, SCRAM_SHA_256, "u", "p", NULL, out1, sizeof(out1), err, sizeof(err)));
+	cr_assert(
+	    scram_start(&b, SCRAM_SHA_256, "u", "p", NULL, out2, sizeof(out2), err, sizeof(err)));
 	cr_assert_eq(strlen(a.client_nonce), 32);
 	cr_assert_str_neq(a.client_nonce, b.client_nonce);
 }
@@ -152,7 +155,8 @@ Test(scram, weak_or_malformed_server_first_is_refused)
 {
 	static const char *const bad[] = {
 	    /* nonce does not extend ours */
-	    "r=XXXXNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096",
+	    "r=XXXXNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i="
+	    "4096",
 	    /* nonce not extended at all */
 	    "r=rOprNGfwEbeRWgbNEkqO,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096",
 	    /* iteration count below the spec minimum, and absurdly high */
@@ -188,8 +192,7 @@ Test(scram, pbkdf2_runs_once_per_salt)
 	}
 	cr_assert_eq(scram_pbkdf2_runs() - before, 1);
 	/* Another salt (or password) is another derivation. */
-	cr_assert(sha256_final(&sc,
-			       "r=rOprNGfwEbeRWgbNEkqOxyz,s=QSXCR+Q6sek8bf92,i=4096", err,
+	cr_assert(sha256_final(&sc, "r=rOprNGfwEbeRWgbNEkqOxyz,s=QSXCR+Q6sek8bf92,i=4096", err,
 			       sizeof(err)));
 	cr_assert_eq(scram_pbkdf2_runs() - before, 2);
 }
