@@ -13,16 +13,20 @@
  * unsupported mechanisms refused at startup; no secret in the debug log,
  * mongoplexStats or /metrics.
  */
+#define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -541,4 +545,117 @@ Test(backend_auth, secrets_absent_from_log_stats_metrics, .timeout = 120)
 	free(log);
 	proxy_stop(p);
 	fauth_stop(&fa);
+}
+
+/* ------------------------------------------------------------ speculative login (mock) */
+
+#define PYTHON	     "/usr/bin/python3"
+#define SCRAM_SCRIPT MP_SOURCE_DIR "/tests/integration/scram_server.py"
+
+/* scram_server.py: a SCRAM-SHA-256 backend that answers speculativeAuthenticate. */
+struct scram_mock {
+	pid_t pid;
+	int stdin_fd;
+	int port;
+};
+
+static void scram_mock_start(struct scram_mock *m, const char *flag)
+{
+	int in[2], out[2];
+	char line[128] = "";
+	FILE *f;
+
+	cr_assert(access(PYTHON, X_OK) == 0, "%s not found", PYTHON);
+	cr_assert(pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0);
+	fflush(NULL);
+	m->pid = fork();
+	cr_assert(m->pid >= 0);
+	if (m->pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		execl(PYTHON, PYTHON, SCRAM_SCRIPT, USER, PASSWORD, flag, (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	m->stdin_fd = in[1];
+	f = fdopen(out[0], "r");
+	cr_assert(f != NULL && fgets(line, sizeof(line), f) != NULL,
+		  "scram_server.py did not start (python3-mockupdb?)");
+	fclose(f);
+	cr_assert(sscanf(line, "port %d", &m->port) == 1, "scram_server.py said: %s", line);
+}
+
+static void scram_mock_stop(struct scram_mock *m)
+{
+	close(m->stdin_fd); /* EOF on stdin: it exits */
+	waitpid(m->pid, NULL, 0);
+}
+
+Test(backend_auth, speculative_login_takes_one_sasl_round_trip, .timeout = 60)
+{
+	struct scram_mock m;
+	struct fauth fa = {.host = "127.0.0.1"};
+	struct proxy *p;
+	char extra[512];
+	mongoc_client_t *c;
+	bson_t reply, st;
+	bson_error_t err;
+	int64_t logins, rt;
+
+	scram_mock_start(&m, "");
+	fa.port = m.port;
+	settings(extra, sizeof(extra), &fa, USER, PASSWORD, "",
+		 "pool_size = 3\nmin_pool_size = 3\nlog_level = debug\n");
+	p = proxy_start(extra);
+	c = h_proxy_client(p, "auth-spec");
+	cr_assert(h_cmd_json(c, "admin", "{\"connectionStatus\": 1}", &reply, &err), "%s",
+		  err.message);
+	cr_assert_str_eq(h_get_str(&reply, "authInfo.authenticatedUsers.0.user"), USER);
+	bson_destroy(&reply);
+	mongoc_client_destroy(c);
+	cr_assert(log_wait(p, "(SCRAM-SHA-256, speculative)", 10000));
+	proxy_stats(p, &st);
+	logins = h_get_int(&st, "counters.backend_auth_ok", -1);
+	rt = h_get_int(&st, "counters.backend_auth_round_trips", -1);
+	cr_log_info("speculative: %" PRId64 " logins, %" PRId64 " speculative, %" PRId64
+		    " SASL commands after the hello (%.1f round trips per login)",
+		    logins, h_get_int(&st, "counters.backend_auth_speculative", -1), rt,
+		    1.0 + (double)rt / (double)logins);
+	cr_assert_geq(logins, 1);
+	cr_assert_eq(h_get_int(&st, "counters.backend_auth_speculative", -1), logins);
+	cr_assert_eq(rt, logins, "one saslContinue per login expected");
+	cr_assert_eq(h_get_int(&st, "counters.scram_salted_password_computed", -1), 1);
+	bson_destroy(&st);
+	proxy_stop(p);
+	scram_mock_stop(&m);
+}
+
+Test(backend_auth, server_that_cannot_prove_the_password_is_refused, .timeout = 60)
+{
+	struct scram_mock m;
+	struct fauth fa = {.host = "127.0.0.1"};
+	struct proxy *p;
+	char extra[512];
+	int fd;
+	bson_t *find = BCON_NEW("find", "x", "$db", "authdb");
+	bson_t reply;
+
+	scram_mock_start(&m, "--forge-signature");
+	fa.port = m.port;
+	settings(extra, sizeof(extra), &fa, USER, PASSWORD, "", NULL);
+	p = proxy_start(extra);
+	fd = raw_connect(p);
+	cr_assert(fd >= 0);
+	cr_assert(raw_command(fd, 7, find, &reply, 30000));
+	cr_assert_eq(h_get_int(&reply, "code", -1), 18, "the proxy used a forged login");
+	cr_assert(strstr(h_get_str(&reply, "errmsg"), "did not prove it knows the password") !=
+		      NULL,
+		  "%s", h_get_str(&reply, "errmsg"));
+	bson_destroy(&reply);
+	close(fd);
+	bson_destroy(find);
+	proxy_stop(p);
+	scram_mock_stop(&m);
 }
