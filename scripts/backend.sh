@@ -57,7 +57,9 @@ build_java() {
 # FerretDB's own `task gen-version`). So: fetch the module through the Go module proxy
 # (go mod download), copy it, write version.txt, and `go build` the cmd from the copy.
 build_ferretdb() {
-  if [[ -x "$FERRETDB" ]] && "$FERRETDB" --version 2>/dev/null | grep -q "version: $FERRETDB_VERSION"; then
+  # grep without -q reads all of --version: an early exit could SIGPIPE ferretdb, and
+  # pipefail would then take the cached binary for missing and rebuild it.
+  if [[ -x "$FERRETDB" ]] && "$FERRETDB" --version 2>/dev/null | grep "version: $FERRETDB_VERSION" >/dev/null; then
     return 0
   fi
   command -v go >/dev/null || { log "go not found"; return 1; }
