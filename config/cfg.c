@@ -12,6 +12,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "config/secret.h"
+
 #define OFF(field) offsetof(struct cfg, field)
 #define MB	   (1024LL * 1024LL)
 
@@ -42,7 +44,14 @@ static const struct cfg_key keys[] = {
     {"backend_uri", CFG_STRING, OFF(backend_uri), "mongodb://127.0.0.1:27017/", 0, 0, false,
      "backend",
      "The MongoDB deployment behind the proxy, as a mongodb:// URI (parsed by libmongoc). "
-     "With several hosts the proxy uses the one that reports itself writable."},
+     "With several hosts the proxy uses the one that reports itself writable. Credentials "
+     "(user:password@, authSource, authMechanism SCRAM-SHA-256 or SCRAM-SHA-1; default: "
+     "negotiated) authenticate every backend connection."},
+    {"backend_password_file", CFG_STRING, OFF(backend_password_file), "", 0, 0, true, "backend",
+     "File holding the password for backend_uri's user (one line; a trailing newline is "
+     "stripped), so the config file need not hold it. Re-read on every reload: fixing it "
+     "and sending SIGHUP recovers from wrong credentials. Refused if writable by group or "
+     "others; a warning if readable by everyone. Empty: the password is in backend_uri."},
     {"pool_size", CFG_INT, OFF(pool_size), "16", 1, 100000, true, "backend",
      "Maximum backend connections per backend server. Requests beyond it wait "
      "(see max_queue, queue_timeout_ms)."},
@@ -405,7 +414,7 @@ bool cfg_validate(const struct cfg *c, char *err, size_t errlen)
 
 void cfg_keep_static(const struct cfg *old, struct cfg *next)
 {
-	char a[256], b[256];
+	char a[256], b[256], ra[256], rb[256];
 
 	for (size_t i = 0; i < NKEYS; i++) {
 		const struct cfg_key *k = &keys[i];
@@ -416,9 +425,11 @@ void cfg_keep_static(const struct cfg *old, struct cfg *next)
 		cfg_format_value(next, k, b, sizeof(b));
 		if (strcmp(a, b) == 0)
 			continue;
+		secret_redact_uri(a, ra, sizeof(ra)); /* no-op for values that are not URIs */
+		secret_redact_uri(b, rb, sizeof(rb));
 		log_warning("reload: %s cannot change at runtime (restart needed); keeping \"%s\", "
 			    "ignoring \"%s\"",
-			    k->name, a, b);
+			    k->name, ra, rb);
 		if (!cfg_set(next, k->name, a, b, sizeof(b)))
 			fatal("reload: cannot restore %s: %s", k->name, b);
 	}

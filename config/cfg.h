@@ -29,6 +29,7 @@ struct cfg {
 	int64_t metrics_max_connections;
 	/* backend */
 	char *backend_uri;
+	char *backend_password_file;
 	int64_t pool_size;
 	int64_t min_pool_size;
 	int64_t connect_timeout_ms;

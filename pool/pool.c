@@ -16,6 +16,7 @@
 
 #include <mongoc/mongoc.h>
 
+#include "pool/auth.h"
 #include "pool/batch.h"
 #include "proxy/client.h"
 #include "proxy/proxy.h"
@@ -85,13 +86,6 @@ static bool resolve(struct pool *p, const mongoc_host_list_t *h, char *err, size
 
 static bool check_uri_support(const mongoc_uri_t *uri, char *err, size_t errlen)
 {
-	if (mongoc_uri_get_username(uri) != NULL) {
-		snprintf(err, errlen,
-			 "backend_uri: backend authentication not supported yet "
-			 "(remove the credentials, or put the proxy in front of a backend "
-			 "that does not require them)");
-		return false;
-	}
 	if (mongoc_uri_get_tls(uri)) {
 		snprintf(err, errlen, "backend_uri: TLS to the backend is not supported yet");
 		return false;
@@ -111,7 +105,7 @@ bool pool_init_all(const char *uri_str, char *err, size_t errlen)
 		snprintf(err, errlen, "backend_uri: %s", berr.message);
 		return false;
 	}
-	if (!check_uri_support(uri, err, errlen))
+	if (!check_uri_support(uri, err, errlen) || !auth_start(uri_str, err, errlen))
 		goto out;
 	for (h = mongoc_uri_get_hosts(uri); h != NULL; h = h->next)
 		n++;
@@ -168,6 +162,8 @@ static void connect_for_waiters(struct pool *p)
 
 	if (want == 0 && !TAILQ_EMPTY(&p->hello_waiters) && pool_live(p) == 0)
 		want = 1;
+	if (p->last_code == 18 && want > 1)
+		want = 1; /* credentials failed: one probe per backoff step */
 	while (want > p->n_connecting && may_connect(p))
 		if (!server_connect(p))
 			return;
@@ -244,6 +240,14 @@ static void fail_unreachable_code(struct pool *p, struct request *req, int code,
 {
 	char msg[600];
 
+	if (code == 18) { /* authentication: `why` names the user and the server */
+		snprintf(msg, sizeof(msg), "mongoplex: %s", why);
+		if (req->kind == REQ_BATCH)
+			batch_fail(req, code, codename, msg, NULL);
+		else
+			request_fail(req, code, codename, msg, NULL);
+		return;
+	}
 	snprintf(msg, sizeof(msg), "cannot reach backend %s: %s", p->name, why);
 	if (req->kind == REQ_BATCH)
 		batch_fail(req, code, codename, msg, NULL);
@@ -253,7 +257,10 @@ static void fail_unreachable_code(struct pool *p, struct request *req, int code,
 
 static void fail_unreachable(struct pool *p, struct request *req, const char *why)
 {
-	fail_unreachable_code(p, req, 6, "HostUnreachable", why);
+	if (p->last_code == 18)
+		fail_unreachable_code(p, req, 18, p->last_codename, why);
+	else
+		fail_unreachable_code(p, req, 6, "HostUnreachable", why);
 }
 
 void pool_submit(struct request *req)
@@ -346,6 +353,8 @@ void pool_connect_failed(struct pool *p, int code, const char *codename, const c
 	p->connects_failed++;
 	STAT_INC(backend_connect_failures);
 	snprintf(p->last_error, sizeof(p->last_error), "%s", why);
+	p->last_code = code;
+	p->last_codename = codename;
 	p->next_connect_usec = g.now_usec + (uint64_t)p->backoff_ms * 1000;
 	p->backoff_ms *= 2;
 	if (p->backoff_ms > g.cfg.reconnect_backoff_max_ms)
@@ -378,6 +387,7 @@ void pool_server_ready(struct server *s, const struct backend_info *bi)
 	p->connects_ok++;
 	p->backoff_ms = 100;
 	p->next_connect_usec = 0;
+	p->last_code = 0;
 	if (bi->kind == BACKEND_RS_OTHER) {
 		p->usable = false;
 		if (p == pool_target() && npools > 1) {

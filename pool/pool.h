@@ -43,6 +43,8 @@ struct pool {
 	uint64_t next_connect_usec;	   /* backoff: no connect attempt before this */
 	int64_t backoff_ms;
 	char last_error[256];
+	int last_code;		   /* of the last failed connect: 18 = authentication */
+	const char *last_codename; /* static string */
 	/* figures */
 	uint64_t connects_ok, connects_failed, requests_dispatched;
 };

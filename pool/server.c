@@ -3,7 +3,8 @@
  * one request/reply exchange at a time, raw forwarding with only
  * requestID/responseTo rewritten.
  *
- *   server_connect ─▶ [CONNECTING] ─ TCP up ─▶ send hello ─ reply ─▶ pool_server_ready
+ *   server_connect ─▶ [CONNECTING] ─ TCP up ─▶ send hello ─ reply ─▶ [SCRAM login,
+ *                     pool/auth.c] ─▶ pool_server_ready
  *   pool gives a request ─▶ server_start ─▶ [ACTIVE] ─ reply ─▶ client ─▶ server_release ─▶ pool
  *   moreToCome request: released as soon as its bytes are written
  *   any error/EOF ─▶ server_close ─▶ request gets HostUnreachable ─▶ [JUSTFREE]
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pool/auth.h"
 #include "pool/batch.h"
 #include "pool/janitor.h"
 #include "pool/pool.h"
@@ -106,6 +108,7 @@ static void send_hello(struct server *s)
 	struct evbuffer *out = evbuffer_new();
 
 	handshake_backend_hello(&cmd);
+	auth_extend_hello(s, &cmd);
 	s->expect_response_to = wire_next_request_id();
 	wire_append_msg(out, s->expect_response_to, 0, 0, &cmd);
 	bson_destroy(&cmd);
@@ -188,19 +191,30 @@ void server_free_deferred(void)
 	while ((s = TAILQ_FIRST(&servers_justfree)) != NULL) {
 		TAILQ_REMOVE(&servers_justfree, s, link);
 		sbuf_free(&s->sb);
+		auth_conv_free(s);
 		free(s);
 	}
 }
 
+/* The hello reply, then the SASL replies of the login (pool/auth.c). */
 static void handle_hello_reply(struct server *s, const struct wire_msg *m)
 {
 	struct backend_info bi;
-	char err[256];
+	char err[600];
 
-	if (!handshake_parse_backend(&m->body, &bi, err, sizeof(err))) {
+	switch (auth_on_reply(s, &m->body, &bi, err, sizeof(err))) {
+	case AUTH_MORE:
+		return;
+	case AUTH_FAILED:
+		server_close(s, 18, "AuthenticationFailed", "%s", err);
+		return;
+	case AUTH_BAD_HELLO:
 		server_close(s, 6, "HostUnreachable", "%s", err);
 		return;
+	case AUTH_DONE:
+		break;
 	}
+	auth_conv_free(s);
 	s->expect_response_to = 0;
 	STAT_INC(backend_connects);
 	server_debug(s, "ready (%s, wire %d..%d)", handshake_kind_name(bi.kind),

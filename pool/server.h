@@ -2,7 +2,8 @@
  * server.h — one backend connection, owned by its pool.
  *
  * States and their lists (server_set_state moves it and logs at debug):
- *   SV_CONNECTING  pool->connecting: TCP connect + the proxy's hello
+ *   SV_CONNECTING  pool->connecting: TCP connect + the proxy's hello + backend
+ *                  authentication (pool/auth.c); idle only once logged in
  *   SV_IDLE        pool->idle: ready, no request
  *   SV_ACTIVE      pool->active: exactly one request (server->req) running
  *   SV_JUSTFREE    servers_justfree: closed, freed after this loop iteration
@@ -20,6 +21,7 @@
 #include "proxy/log.h"
 #include "proxy/sbuf.h"
 
+struct auth_conv;
 struct pool;
 struct request;
 
@@ -43,6 +45,7 @@ struct server {
 	uint64_t idle_since_usec;
 	uint64_t exchange_started_usec;
 	uint64_t exchanges;
+	struct auth_conv *auth; /* SV_CONNECTING: the login in progress (pool/auth.c) */
 };
 
 TAILQ_HEAD(server_list, server);

@@ -9,6 +9,7 @@
 #include <mongoc/mongoc.h>
 
 #include "config/cfg.h"
+#include "config/secret.h"
 #include "proxy/proxy.h"
 #include "version.h"
 
@@ -93,6 +94,10 @@ int main(int argc, char **argv)
 		}
 	}
 	if (test_only) {
+		if (!secret_check_config(path, &cfg, stderr)) {
+			cfg_free(&cfg);
+			return 1;
+		}
 		printf("mongoplex: configuration %s is valid\n", path ? path : "(defaults)");
 		cfg_free(&cfg);
 		return 0;

@@ -19,6 +19,7 @@
 #include <systemd/sd-daemon.h>
 #endif
 
+#include "pool/auth.h"
 #include "pool/janitor.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
@@ -73,6 +74,13 @@ void proxy_reload(void)
 		return;
 	}
 	cfg_keep_static(&g.cfg, &next);
+	if (!auth_reload(next.backend_uri, next.backend_password_file, err, sizeof(err))) {
+		STAT_INC(reload_failures);
+		log_error("reload rejected, keeping the current config: %s", err);
+		cfg_free(&next);
+		notify("READY=1");
+		return;
+	}
 	cfg_free(&g.cfg);
 	g.cfg = next;
 	proxy_apply_cfg();

@@ -28,6 +28,11 @@
 	X(backend_connects, "Backend connections established")                                     \
 	X(backend_connect_failures, "Backend connection attempts that failed")                     \
 	X(backend_disconnects, "Backend connections closed")                                       \
+	X(backend_auth_ok, "Backend connections authenticated (SCRAM)")                            \
+	X(backend_auth_failures, "Backend logins refused (wrong credentials, bad server proof)")   \
+	X(backend_auth_speculative, "Backend logins whose first step rode in the hello")           \
+	X(backend_auth_round_trips, "saslStart/saslContinue commands sent after the hello")        \
+	X(scram_salted_password_computed, "PBKDF2 runs (salted-password cache misses)")            \
 	X(backend_errors, "Requests failed by a backend network error or timeout")                 \
 	X(refused_queue_full, "Requests refused: max_queue reached")                               \
 	X(refused_queue_timeout, "Requests refused: waited longer than queue_timeout_ms")          \

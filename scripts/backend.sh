@@ -2,12 +2,17 @@
 # Test backends for mongoplex: real MongoDB-wire servers on free loopback ports.
 #
 #   scripts/backend.sh build [java|ferretdb|all]   build/cache the servers (default: all)
-#   scripts/backend.sh start java|ferretdb DIR     start one; writes DIR/{uri,pid,log},
+#   scripts/backend.sh start java|ferretdb|ferretdb-auth DIR
+#                                                  start one; writes DIR/{uri,pid,log},
 #                                                  prints the mongodb:// URI on stdout
 #   scripts/backend.sh stop DIR                    stop the server started in DIR
 #
 # java     = mongo-java-server (memory backend) via tests/backend/java (Maven Central)
 # ferretdb = FerretDB v1.24.2, SQLite handler, data under DIR (Go module proxy)
+# ferretdb-auth = the same with authentication on (SCRAM-SHA-256/SHA-1): user
+#            $MONGOPLEX_FERRETDB_USER (default mongoplex) with password
+#            $MONGOPLEX_FERRETDB_PASSWORD (default mongoplex-pw) in database admin;
+#            the printed URI carries the credentials
 #
 # Artifacts live in ${MONGOPLEX_CACHE:-<repo>/.cache}. Extra JVM flags: MONGOPLEX_JAVA_OPTS.
 # Readiness is checked over the wire with pymongo's `ping` (Debian python3-pymongo);
@@ -52,7 +57,9 @@ build_java() {
 # FerretDB's own `task gen-version`). So: fetch the module through the Go module proxy
 # (go mod download), copy it, write version.txt, and `go build` the cmd from the copy.
 build_ferretdb() {
-  if [[ -x "$FERRETDB" ]] && "$FERRETDB" --version 2>/dev/null | grep -q "version: $FERRETDB_VERSION"; then
+  # grep without -q reads all of --version: an early exit could SIGPIPE ferretdb, and
+  # pipefail would then take the cached binary for missing and rebuild it.
+  if [[ -x "$FERRETDB" ]] && "$FERRETDB" --version 2>/dev/null | grep "version: $FERRETDB_VERSION" >/dev/null; then
     return 0
   fi
   command -v go >/dev/null || { log "go not found"; return 1; }
@@ -158,6 +165,15 @@ launch() {
         --telemetry=disable --debug-addr=- --log-level="${MONGOPLEX_FERRETDB_LOG_LEVEL:-error}" \
         </dev/null >"$dir/log" 2>&1 &
       ;;
+    ferretdb-auth)
+      mkdir -p "$dir/data" "$dir/state"
+      "$FERRETDB" --listen-addr="127.0.0.1:$port" --handler=sqlite \
+        --sqlite-url="file:$dir/data/" --state-dir="$dir/state" \
+        --telemetry=disable --debug-addr=- --log-level="${MONGOPLEX_FERRETDB_LOG_LEVEL:-error}" \
+        --test-enable-new-auth --setup-database=admin \
+        --setup-username="$AUTH_USER" --setup-password="$AUTH_PASSWORD" \
+        </dev/null >"$dir/log" 2>&1 &
+      ;;
   esac
   PID=$!
   echo "$PID" > "$dir/pid"
@@ -165,12 +181,18 @@ launch() {
 
 cmd_start() {
   local kind="${1:-}" dir="${2:-}"
-  [[ -n "$kind" && -n "$dir" ]] || die "usage: start java|ferretdb DIR"
+  [[ -n "$kind" && -n "$dir" ]] || die "usage: start java|ferretdb|ferretdb-auth DIR"
   case "$kind" in
     java) locked build_java ;;
-    ferretdb) locked build_ferretdb || die "FerretDB is not built and could not be built" ;;
-    *) die "start: unknown backend '$kind' (java|ferretdb)" ;;
+    ferretdb|ferretdb-auth) locked build_ferretdb || die "FerretDB is not built and could not be built" ;;
+    *) die "start: unknown backend '$kind' (java|ferretdb|ferretdb-auth)" ;;
   esac
+  # URI credentials part (user:password@), empty without auth.
+  local cred=""
+  AUTH_USER="${MONGOPLEX_FERRETDB_USER:-mongoplex}"
+  AUTH_PASSWORD="${MONGOPLEX_FERRETDB_PASSWORD:-mongoplex-pw}"
+  [[ "$kind" != ferretdb-auth ]] || cred="$AUTH_USER:$AUTH_PASSWORD@"
+
   mkdir -p "$dir"; dir="$(cd "$dir" && pwd)"
   if [[ -f "$dir/pid" ]] && alive "$(cat "$dir/pid")"; then
     die "a server is already running in $dir (pid $(cat "$dir/pid"))"
@@ -187,14 +209,14 @@ cmd_start() {
       port="$(wait_ready_line "$dir" "$PID" "$deadline")" || rc=$?
     else
       port="$(free_port)"
-      launch ferretdb "$dir" "$port"
+      launch "$kind" "$dir" "$port"
     fi
-    [[ "$rc" != 0 ]] || wait_ping "mongodb://127.0.0.1:$port/" "$PID" "$deadline" || rc=$?
+    [[ "$rc" != 0 ]] || wait_ping "mongodb://${cred}127.0.0.1:$port/" "$PID" "$deadline" || rc=$?
     case "$rc" in
-      0) echo "mongodb://127.0.0.1:$port/" > "$dir/uri"; cat "$dir/uri"; return 0 ;;
+      0) echo "mongodb://${cred}127.0.0.1:$port/" > "$dir/uri"; cat "$dir/uri"; return 0 ;;
       2) log "$kind exited during startup (attempt $attempt); last log lines:"
          tail -n 20 "$dir/log" >&2; rm -f "$dir/pid"
-         [[ "$kind" == ferretdb ]] && (( $(date +%s) < deadline )) || break ;;
+         [[ "$kind" != java ]] && (( $(date +%s) < deadline )) || break ;;
       *) kill -KILL "$PID" 2>/dev/null || true; rm -f "$dir/pid"
          die "$kind did not answer ping within ${START_TIMEOUT}s; see $dir/log" ;;
     esac
@@ -224,5 +246,5 @@ case "${1:-}" in
   build) shift; cmd_build "$@" ;;
   start) shift; cmd_start "$@" ;;
   stop)  shift; cmd_stop "$@" ;;
-  *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

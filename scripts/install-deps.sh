@@ -6,7 +6,7 @@ set -euo pipefail
 need_apt=(
   build-essential cmake ninja-build pkg-config clang-format
   libevent-dev libmongoc-dev libbson-dev libcriterion-dev libinih-dev
-  libsystemd-dev libssl-dev
+  libsystemd-dev libssl-dev libgsasl-dev
   openjdk-17-jdk-headless maven
   python3 python3-pymongo python3-mockupdb python3-venv
   haproxy gnuplot-nox curl procps

@@ -230,6 +230,20 @@ chmod 0640 "$conf"
 check "test config (installed one, backend_uri and listen_port changed) passes --test-config as mongoplex" \
   runuser -u mongoplex -- /usr/bin/mongoplex --test-config -c "$conf"
 
+# Secrets: with the package's mode (0640 root:mongoplex) a password in
+# backend_uri stays private and --test-config does not warn; a world-readable
+# copy of the same file gets the warning (and never echoes the password).
+secret_conf="$tmp/secret.ini"
+sed -e "s|^backend_uri *=.*|backend_uri = mongodb://u:pkg-secret-pw@127.0.0.1:1/|" "$CONF" >"$secret_conf"
+chown root:mongoplex "$secret_conf"
+chmod 0640 "$secret_conf"
+check "password in backend_uri, mode 0640 root:mongoplex: --test-config does not warn" \
+  bash -c "! runuser -u mongoplex -- /usr/bin/mongoplex --test-config -c '$secret_conf' 2>&1 | grep -q 'readable by other users'"
+chmod 0644 "$secret_conf"
+check "password in backend_uri, mode 0644: --test-config warns without printing the password" \
+  bash -c "out=\$(/usr/bin/mongoplex --test-config -c '$secret_conf' 2>&1); grep -q 'readable by other users' <<<\"\$out\" && ! grep -q pkg-secret-pw <<<\"\$out\""
+rm -f "$secret_conf"
+
 # sd_notify receiver: logs each datagram as a line.
 cat >"$tmp/notify.py" <<'EOF'
 import os, socket, sys

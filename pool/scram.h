@@ -1,0 +1,78 @@
+/*
+ * scram.h — the client side of SCRAM-SHA-1 and SCRAM-SHA-256 (RFC 5802,
+ * RFC 7677) as MongoDB uses them: pure message building and checking, no
+ * I/O, no event loop.
+ *
+ *   scram_prepare_password  SHA-1: hex MD5 of "user:mongo:password" (no
+ *                           SASLprep); SHA-256: SASLprep (libgsasl)
+ *   scram_start             client-first-message (random nonce unless given)
+ *   scram_client_final      server-first-message in, client-final-message out
+ *   scram_verify_final      server-final-message: the server's signature is
+ *                           checked in constant time; a server that cannot
+ *                           prove it knows the password is refused
+ *
+ * All primitives come from OpenSSL (PBKDF2, HMAC, SHA, RAND_bytes, base64).
+ * The salted password and the Client/Server keys derived from it are cached
+ * per (user, mechanism, password, salt, iterations), so N connections run
+ * PBKDF2 once.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum scram_mech {
+	SCRAM_SHA_1,
+	SCRAM_SHA_256,
+};
+
+#define SCRAM_MAX_HASH	     32	      /* SHA-256 output */
+#define SCRAM_MIN_ITERATIONS 4096     /* MongoDB auth spec minimum */
+#define SCRAM_MAX_ITERATIONS 10000000 /* refuse absurd counts (PBKDF2 blocks the loop) */
+#define SCRAM_MSG_MAX	     1024
+
+/* One conversation. Rules: scram_start, then scram_client_final, then
+ * scram_verify_final, each at most once, in that order; `step` says where
+ * it is. The prepared password is wiped by scram_clear. */
+struct scram {
+	enum scram_mech mech;
+	int step; /* 0 new, 1 client-first sent, 2 client-final sent, 3 verified */
+	char prepared[256];
+	char user[256]; /* as given (for the cache key) */
+	char client_nonce[64];
+	char client_first_bare[SCRAM_MSG_MAX];
+	uint8_t server_signature[SCRAM_MAX_HASH];
+	bool computed_pbkdf2; /* scram_client_final ran PBKDF2 (cache miss) */
+};
+
+const char *scram_mech_name(enum scram_mech m);
+/* "SCRAM-SHA-1" / "SCRAM-SHA-256" -> mech; false for anything else. */
+bool scram_mech_parse(const char *name, enum scram_mech *out) __attribute__((warn_unused_result));
+
+/* The password the SCRAM exchange uses for this mechanism. */
+bool scram_prepare_password(enum scram_mech m, const char *user, const char *password, char *out,
+			    size_t outlen, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+
+/* Begin: writes the client-first-message ("n,,n=user,r=nonce") to out.
+ * `nonce` NULL: 24 random bytes, base64. `prepared` from scram_prepare_password. */
+bool scram_start(struct scram *sc, enum scram_mech m, const char *user, const char *prepared,
+		 const char *nonce, char *out, size_t outlen, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+
+/* server-first-message (len bytes, not NUL-terminated) -> client-final-message. */
+bool scram_client_final(struct scram *sc, const char *server_first, size_t len, char *out,
+			size_t outlen, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+
+/* server-final-message: true only if it carries the expected signature. */
+bool scram_verify_final(struct scram *sc, const char *server_final, size_t len, char *err,
+			size_t errlen) __attribute__((warn_unused_result));
+
+/* Wipe the secrets of a conversation. */
+void scram_clear(struct scram *sc);
+
+/* PBKDF2 runs since start (cache misses), and emptying the cache. */
+uint64_t scram_pbkdf2_runs(void);
+void scram_cache_flush(void);
