@@ -193,7 +193,7 @@ def main():
         client.close()
     with open(outfile, "w") as f:
         json.dump({"driver": "pymongo", "version": pymongo.version, "steps": steps,
-                   "commands": commands}, f, indent=1, sort_keys=True)
+                   "commands": commands}, f, indent=1)
     return 0
 
 
