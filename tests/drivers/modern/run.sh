@@ -101,8 +101,32 @@ for d in "${selected[@]}"; do
   fi
 done
 
+# The proxy's own view: every driver's single-_id finds must have gone through
+# the batcher (merging itself depends on timing: printed, not asserted), and
+# the proxy must not have closed a client or lost a backend exchange.
+stats_rc=0
+if [ -x "$MODERN_PY" ]; then
+  "$MODERN_PY" - "$MONGOPLEX_PROXY_URI" <<'PY' || stats_rc=1
+import sys, pymongo
+c = pymongo.MongoClient(sys.argv[1], serverSelectionTimeoutMS=5000)
+k = c.admin.command("mongoplexStats")["counters"]
+c.close()
+names = ["clients_accepted", "backend_connects", "requests_forwarded", "cursor_requests", "more_to_come_writes",
+         "batch_lookups", "batch_lookups_merged", "batches_sent", "stale_replies", "clients_closed_error",
+         "backend_errors", "requests_errors"]
+print("=== proxy counters: " + ", ".join("%s %d" % (n, k[n]) for n in names))
+bad = [n for n in ("clients_closed_error", "backend_errors") if k[n]] + ([] if k["batch_lookups"] else ["batch_lookups=0"])
+if bad:
+    print("FAIL proxy counters: " + ", ".join(bad))
+    sys.exit(1)
+PY
+else
+  echo "FAIL proxy counters: no $MODERN_PY to read mongoplexStats"; stats_rc=1
+fi
+
 echo "=== modern driver matrix (backend $MONGOPLEX_DIRECT_URI, proxy $MONGOPLEX_PROXY_URI)"
 python3 "$MODERN/compare.py" "$out" "${selected[@]}"
 rc=$?
+[ "$stats_rc" = 0 ] || rc=1
 if [ "$keep" = 1 ]; then echo "transcripts and logs: $out"; else rm -rf "$out"; fi
 exit "$rc"
