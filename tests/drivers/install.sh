@@ -64,12 +64,13 @@ install_pymongo() {
   [ "$check_only" = 1 ] && { failed+=("pymongo(venv missing or not as pinned)"); return 1; }
   local log; log="$(mktemp)"
   mkdir -p "$CACHE"
-  if { [ -x "$MODERN_PY" ] || /usr/bin/python3 -m venv "$MODERN_VENV"; } \
-     && "$MODERN_VENV/bin/pip" install -q --disable-pip-version-check -r "$MODERN/requirements.txt" && pymongo_ok; then
+  if { [ -x "$MODERN_PY" ] || /usr/bin/python3 -m venv "$MODERN_VENV"; } >"$log" 2>&1 \
+     && "$MODERN_VENV/bin/pip" install -q --disable-pip-version-check -r "$MODERN/requirements.txt" >>"$log" 2>&1 \
+     && pymongo_ok; then
     say "pymongo: $(grep -E '^[a-z]' "$MODERN/requirements.txt" | tr '\n' ' ')in $MODERN_VENV"
   else
     cat "$log" >&2; failed+=("pymongo(venv/pip failed)")
-  fi 2>"$log"
+  fi
   rm -f "$log"
 }
 

@@ -128,13 +128,10 @@ func upd(r *mongo.UpdateResult, err error) (any, error) {
 }
 
 func errorOf(err error) m {
-	var se mongo.ServerError
 	var ce mongo.CommandError
 	out := m{"code": nil, "codeName": nil, "errmsg": err.Error()}
 	if errors.As(err, &ce) {
 		out["code"], out["codeName"], out["errmsg"] = ce.Code, ce.Name, ce.Message
-	} else if errors.As(err, &se) {
-		out["code"] = nil
 	}
 	return out
 }
