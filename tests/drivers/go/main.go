@@ -302,6 +302,14 @@ func run(ctx context.Context, client *mongo.Client, coll *mongo.Collection) []st
 		}
 		return nil, fmt.Errorf("no duplicate-key error: %v", err)
 	})
+	do("command_error", func() (any, error) {
+		err := coll.FindOne(ctx, bson.D{{Key: "$bogus", Value: int32(1)}}).Err()
+		var ce mongo.CommandError
+		if errors.As(err, &ce) {
+			return m{"code": ce.Code, "codeName": ce.Name, "errmsg": ce.Message}, nil
+		}
+		return nil, fmt.Errorf("no command error for an unknown operator: %v", err)
+	})
 	bulk := func(ordered bool, models []mongo.WriteModel) (any, error) {
 		return bulkResult(coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(ordered)))
 	}

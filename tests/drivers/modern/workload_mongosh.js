@@ -100,6 +100,15 @@ function run(conn, db, coll, steps) {
     }
     throw new Error('no duplicate-key error');
   });
+  step('command_error', () => {
+    try {
+      coll.findOne({ $bogus: 1 });
+    } catch (e) {
+      if (e.code === undefined) throw e;
+      return { code: e.code, codeName: e.codeName ?? null, errmsg: e.errmsg ?? e.message };
+    }
+    throw new Error('no error for an unknown operator');
+  });
   const bulk = (ordered, ops) => {
     try {
       return bulkResult(coll.bulkWrite(ops, { ordered }));

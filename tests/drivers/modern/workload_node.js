@@ -97,6 +97,15 @@ async function run(client, db, coll, steps) {
     }
     throw new Error('no duplicate-key error');
   });
+  await step('command_error', async () => {
+    try {
+      await coll.findOne({ $bogus: 1 });
+    } catch (e) {
+      if (!(e instanceof MongoServerError)) throw e;
+      return { code: e.code, codeName: e.codeName ?? null, errmsg: e.errmsg ?? e.message };
+    }
+    throw new Error('no error for an unknown operator');
+  });
   const bulk = async (ordered, ops) => {
     try {
       return bulkResult(await coll.bulkWrite(ops, { ordered }));

@@ -17,7 +17,7 @@ import pymongo
 from bson import json_util
 from bson.json_util import CANONICAL_JSON_OPTIONS
 from pymongo import monitoring
-from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
+from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure, PyMongoError
 
 N = 300
 WORKERS = 8
@@ -139,6 +139,15 @@ def run(db, coll, steps):
         raise RuntimeError("no duplicate-key error")
 
     step("duplicate_key", dup)
+
+    def command_error():
+        try:
+            coll.find_one({"$bogus": 1})
+        except OperationFailure as e:
+            return {"code": e.code, "codeName": e.details.get("codeName"), "errmsg": e.details.get("errmsg")}
+        raise RuntimeError("no error for an unknown operator")
+
+    step("command_error", command_error)
 
     def bulk(ordered, ops):
         try:

@@ -258,6 +258,14 @@ public final class Main {
         });
         step.accept("list_indexes_after_drop", () -> indexList(coll));
         step.accept("duplicate_key", () -> duplicateKey(coll));
+        step.accept("command_error", () -> {
+            try {
+                coll.find(new BsonDocument("$bogus", new BsonInt32(1))).first();
+            } catch (MongoCommandException e) {
+                return map("code", e.getErrorCode(), "codeName", e.getErrorCodeName(), "errmsg", e.getErrorMessage());
+            }
+            throw new IllegalStateException("no error for an unknown operator");
+        });
         step.accept("bulk_ok", () -> bulk(coll, true, List.of(
                 new InsertOneModel<>(new BsonDocument("_id", new BsonInt32(4000)).append("k", new BsonInt32(40))),
                 new UpdateOneModel<>(id(4000), Updates.set("k", 41)),
