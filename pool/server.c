@@ -5,7 +5,8 @@
  *
  *   server_connect ─▶ [CONNECTING] ─ TCP up ─▶ send hello ─ reply ─▶ pool_server_ready
  *   pool gives a request ─▶ server_start ─▶ [ACTIVE] ─ reply ─▶ client ─▶ server_release ─▶ pool
- *   moreToCome request: released as soon as its bytes are written
+ *   moreToCome request: done once its bytes are written; the connection stays
+ *   with its client until an acknowledged exchange ends there (pool/sticky.c)
  *   any error/EOF ─▶ server_close ─▶ request gets HostUnreachable ─▶ [JUSTFREE]
  */
 #include "pool/server.h"
@@ -20,6 +21,7 @@
 #include "pool/batch.h"
 #include "pool/janitor.h"
 #include "pool/pool.h"
+#include "pool/sticky.h"
 #include "proxy/handshake.h"
 #include "proxy/proxy.h"
 #include "proxy/request.h"
@@ -88,6 +90,7 @@ bool server_connect(struct pool *p)
 	s->pool = p;
 	s->state = SV_CONNECTING;
 	s->created_usec = g.now_usec;
+	TAILQ_INIT(&s->sticky_waiting);
 	TAILQ_INSERT_TAIL(&p->connecting, s, link);
 	p->n_connecting++;
 	server_debug(s, "connecting");
@@ -145,7 +148,7 @@ void server_release(struct server *s)
 	s->expect_response_to = 0;
 	s->flush_then_release = false;
 	s->exchanges++;
-	pool_server_idle(s);
+	sticky_release(s);
 }
 
 void server_close(struct server *s, int code, const char *codename, const char *fmt, ...)
@@ -174,6 +177,7 @@ void server_close(struct server *s, int code, const char *codename, const char *
 		else
 			request_fail_network(req, code, codename, reason);
 	}
+	sticky_server_closed(s);
 	if (was_connecting)
 		pool_connect_failed(s->pool, code, codename, reason);
 	else
@@ -269,6 +273,8 @@ static void handle_reply(struct server *s, struct evbuffer *buf, size_t len)
 		handle_hello_reply(s, &m);
 	else if (s->req != NULL)
 		deliver(s, buf, data, len, &m);
+	else if (s->fence_id != 0)
+		sticky_fence_reply(s);
 }
 
 static void read_replies(struct server *s)
@@ -298,7 +304,8 @@ static void read_replies(struct server *s)
 	}
 }
 
-/* A moreToCome write is complete once it is on the wire. */
+/* A moreToCome write is complete once it is on the wire; the connection
+ * stays with its client (pool/sticky.c). */
 static void written(struct server *s)
 {
 	struct request *req = s->req;
@@ -306,8 +313,11 @@ static void written(struct server *s)
 	if (!s->flush_then_release || req == NULL)
 		return;
 	req->server = NULL;
+	s->req = NULL;
+	s->flush_then_release = false;
+	s->exchanges++;
 	request_done(req);
-	server_release(s);
+	sticky_written(s);
 }
 
 static void connected(struct server *s)

@@ -9,6 +9,7 @@
 #include "pool/batch.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
+#include "proxy/membound.h"
 #include "proxy/proxy.h"
 #include "proxy/stats.h"
 #include "proxy/wire.h"
@@ -44,8 +45,19 @@ static struct client *detach(struct request *req)
 	return c;
 }
 
+void request_release_held(struct request *req)
+{
+	if (req->held_bytes == 0)
+		return;
+	if (req->client != NULL)
+		req->client->req_bytes -= req->held_bytes;
+	membound_add(-(int64_t)req->held_bytes);
+	req->held_bytes = 0;
+}
+
 void request_free(struct request *req)
 {
+	request_release_held(req);
 	detach(req);
 	if (req->queued)
 		pool_unqueue(req);
