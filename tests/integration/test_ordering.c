@@ -57,14 +57,14 @@ static void add_msg(struct h_buf *all, uint32_t flags, const bson_t *body, int32
 	hb_free(&b);
 }
 
-#define NO_REPLY	 (-1)
+#define NO_REPLY      (-1)
 #define NETWORK_ERROR (-2)
 
 /* Receive until the reply to `id` (stray replies to moreToCome messages
  * are counted and skipped); its n, NETWORK_ERROR for an error reply with
  * code 6 (HostUnreachable), or NO_REPLY when the connection closed, timed
  * out or the reply was anything else. */
-static int64_t recv_n(int fd, int32_t id, int *stray)
+static int64_t recv_n_within(int fd, int32_t id, int *stray, int timeout_ms)
 {
 	for (;;) {
 		struct raw_reply r;
@@ -73,7 +73,7 @@ static int64_t recv_n(int fd, int32_t id, int *stray)
 		int64_t n = -1;
 		bool mine;
 
-		if (raw_recv_msg(fd, &msg, &len, 60000) != RAW_OK)
+		if (raw_recv_msg(fd, &msg, &len, timeout_ms) != RAW_OK)
 			return -1;
 		mine = raw_parse_reply(msg, len, &r) && r.response_to == id;
 		if (mine && r.have_doc && h_get_int(&r.doc, "ok", 0) == 1)
@@ -87,11 +87,15 @@ static int64_t recv_n(int fd, int32_t id, int *stray)
 	}
 }
 
+static int64_t recv_n(int fd, int32_t id, int *stray)
+{
+	return recv_n_within(fd, id, stray, 60000);
+}
+
 enum seq { SEQ_BULK, SEQ_COUNT };
 
 /* One run of a sequence on fd; the count's n, or -1 if not answered. */
-static int64_t run_seq(int fd, enum seq seq, int run, const char *db, const char *coll,
-		       int *stray)
+static int64_t run_seq(int fd, enum seq seq, int run, const char *db, const char *coll, int *stray)
 {
 	struct h_buf all;
 	bson_t *m1, *m2 = NULL, *m3 = NULL, *cnt;
@@ -104,21 +108,21 @@ static int64_t run_seq(int fd, enum seq seq, int run, const char *db, const char
 			      "[", "{", "a", BCON_INT32(1), "run", BCON_INT32(run), "}", "{", "a",
 			      BCON_INT32(2), "run", BCON_INT32(run), "}", "]", "writeConcern", "{",
 			      "w", BCON_INT32(0), "}", "$db", BCON_UTF8(db));
-		m2 = BCON_NEW("update", BCON_UTF8(coll), "ordered", BCON_BOOL(false), "updates", "[",
-			      "{", "q", "{", "a", BCON_INT32(3), "run", BCON_INT32(run), "}", "u",
-			      "{", "$set", "{", "b", BCON_INT32(1), "}", "}", "upsert",
+		m2 = BCON_NEW("update", BCON_UTF8(coll), "ordered", BCON_BOOL(false), "updates",
+			      "[", "{", "q", "{", "a", BCON_INT32(3), "run", BCON_INT32(run), "}",
+			      "u", "{", "$set", "{", "b", BCON_INT32(1), "}", "}", "upsert",
 			      BCON_BOOL(true), "}", "]", "writeConcern", "{", "w", BCON_INT32(0),
 			      "}", "$db", BCON_UTF8(db));
-		m3 = BCON_NEW("delete", BCON_UTF8(coll), "ordered", BCON_BOOL(false), "deletes", "[",
-			      "{", "q", "{", "a", BCON_INT32(1), "run", BCON_INT32(run), "}",
+		m3 = BCON_NEW("delete", BCON_UTF8(coll), "ordered", BCON_BOOL(false), "deletes",
+			      "[", "{", "q", "{", "a", BCON_INT32(1), "run", BCON_INT32(run), "}",
 			      "limit", BCON_INT32(1), "}", "]", "writeConcern", "{", "w",
 			      BCON_INT32(0), "}", "$db", BCON_UTF8(db));
 		cnt = BCON_NEW("count", BCON_UTF8(coll), "query", "{", "run", BCON_INT32(run), "}",
 			       "$db", BCON_UTF8(db));
 	} else {
-		m1 = BCON_NEW("insert", BCON_UTF8(coll), "documents", "[", "{", "k", BCON_INT32(run),
-			      "}", "]", "writeConcern", "{", "w", BCON_INT32(0), "}", "$db",
-			      BCON_UTF8(db));
+		m1 = BCON_NEW("insert", BCON_UTF8(coll), "documents", "[", "{", "k",
+			      BCON_INT32(run), "}", "]", "writeConcern", "{", "w", BCON_INT32(0),
+			      "}", "$db", BCON_UTF8(db));
 		cnt = BCON_NEW("count", BCON_UTF8(coll), "query", "{", "k", BCON_INT32(run), "}",
 			       "$db", BCON_UTF8(db));
 	}
@@ -159,7 +163,10 @@ static bool backend_runs_unacked(const char *db)
 
 	close(fd);
 	cr_log_info("backend %s: a moreToCome insert then a count on one socket: %s",
-		    h_backend_name(), n < 0 ? "connection closed" : n == 1 ? "ran" : "not run");
+		    h_backend_name(),
+		    n < 0    ? "connection closed"
+		    : n == 1 ? "ran"
+			     : "not run");
 	cr_assert(n != 0, "the backend answered the count but did not run the write");
 	return n == 1;
 }
@@ -170,9 +177,8 @@ static bool backend_runs_unacked(const char *db)
  * as mongo-java-server does; the same as a driver gets straight from it) is
  * allowed only when net_errors_ok; no reply at all never is.
  */
-static int count_wrong(int (*connect_fn)(void *), void *arg, enum seq seq, int runs,
-		       const char *db, const char *coll, int64_t want, bool net_errors_ok,
-		       int *unanswered)
+static int count_wrong(int (*connect_fn)(void *), void *arg, enum seq seq, int runs, const char *db,
+		       const char *coll, int64_t want, bool net_errors_ok, int *unanswered)
 {
 	int fd = connect_fn(arg), wrong = 0, stray = 0, neterr = 0, hist[4] = {0};
 
@@ -346,5 +352,207 @@ Test(ordering, pymongo_w0_in_order, .timeout = 600)
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
 		  "pymongo's w:0 operations through the proxy ran out of order:\n%s", out);
 	free(out);
+	proxy_stop(p);
+}
+
+/* ------------------------------------------------- admission of w:0 writes */
+
+#define FLOOD_WRITES 200
+#define FLOOD_DOCS   2000
+#define READERS	     3
+#define MAX_LAT	     200000
+
+struct flood {
+	struct proxy *p;
+	const char *db;
+	volatile bool done;
+	int64_t count; /* the acknowledged count after the writes, or NO_REPLY/NETWORK_ERROR */
+	int64_t ms;
+};
+
+struct reader {
+	struct proxy *p;
+	const char *db;
+	struct flood *f;
+	double *lat;
+	int n;
+	int errors;
+};
+
+static void *flood_main(void *arg)
+{
+	struct flood *f = arg;
+	struct h_buf all;
+	int32_t id = 0;
+	int64_t t0 = h_now_ms();
+	int fd = raw_connect(f->p), stray = 0;
+
+	hb_init(&all);
+	for (int i = 0; i < FLOOD_WRITES; i++) {
+		bson_t cmd = BSON_INITIALIZER, arr, d, w;
+		char key[16];
+
+		BSON_APPEND_UTF8(&cmd, "insert", "flood");
+		BSON_APPEND_ARRAY_BEGIN(&cmd, "documents", &arr);
+		for (int j = 0; j < FLOOD_DOCS; j++) {
+			snprintf(key, sizeof(key), "%d", j);
+			bson_append_document_begin(&arr, key, -1, &d);
+			BSON_APPEND_INT32(&d, "_id", i * FLOOD_DOCS + j);
+			BSON_APPEND_INT32(&d, "w", i);
+			bson_append_document_end(&arr, &d);
+		}
+		bson_append_array_end(&cmd, &arr);
+		BSON_APPEND_DOCUMENT_BEGIN(&cmd, "writeConcern", &w);
+		BSON_APPEND_INT32(&w, "w", 0);
+		bson_append_document_end(&cmd, &w);
+		BSON_APPEND_UTF8(&cmd, "$db", f->db);
+		add_msg(&all, H_MSG_MORE_TO_COME, &cmd, &id);
+		bson_destroy(&cmd);
+	}
+	{
+		bson_t *cnt = BCON_NEW("count", "flood", "$db", BCON_UTF8(f->db));
+
+		add_msg(&all, 0, cnt, &id);
+		bson_destroy(cnt);
+	}
+	f->count = fd >= 0 && raw_send(fd, all.data, all.len)
+		       ? recv_n_within(fd, id, &stray, 500000)
+		       : NO_REPLY;
+	f->ms = h_now_ms() - t0;
+	hb_free(&all);
+	if (fd >= 0)
+		close(fd);
+	f->done = true;
+	return NULL;
+}
+
+static void *reader_main(void *arg)
+{
+	struct reader *r = arg;
+	mongoc_client_t *c = h_proxy_client(r->p, "itest-flood-reader");
+	mongoc_collection_t *col = mongoc_client_get_collection(c, r->db, "small");
+	bson_t *filter = BCON_NEW("_id", BCON_INT32(1));
+
+	while (!r->f->done && r->n < MAX_LAT) {
+		int64_t t0 = h_now_ms();
+		mongoc_cursor_t *cur = mongoc_collection_find_with_opts(col, filter, NULL, NULL);
+		const bson_t *doc;
+		bson_error_t err;
+
+		while (mongoc_cursor_next(cur, &doc))
+			;
+		if (mongoc_cursor_error(cur, &err))
+			r->errors++;
+		mongoc_cursor_destroy(cur);
+		r->lat[r->n++] = (double)(h_now_ms() - t0);
+	}
+	bson_destroy(filter);
+	mongoc_collection_destroy(col);
+	mongoc_client_destroy(c);
+	return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * One client floods 200 w:0 inserts of 2,000 documents each (one send, then
+ * an acknowledged count on the same connection) while three clients run
+ * finds. The w:0 writes are admitted like any request: they stay in the
+ * client's in-flight count until written, wait in order on the one backend
+ * connection that carries them (never spread over the pool), so the count
+ * sees all 400,000 documents and the readers keep being served (their
+ * latencies are printed; no timing assertion).
+ */
+Test(ordering, w0_flood_admitted_in_order, .timeout = 600)
+{
+	struct proxy *p = proxy_start("pool_size = 4\nmax_inflight_per_client = 4\n");
+	mongoc_client_t *sc = h_proxy_client(p, "itest-flood-stats");
+	struct flood f = {0};
+	struct reader rd[READERS];
+	pthread_t ft, rt[READERS];
+	bson_t st0, st, *one, reply;
+	bson_error_t err;
+	char db[64];
+	int64_t max_waiting = 0, max_pinned = 0, mtc;
+	bool runs_unacked;
+	double *all_lat = calloc((size_t)READERS * MAX_LAT, sizeof(double));
+	int nlat = 0, errors = 0;
+
+	h_unique(db, sizeof(db), "it_flood");
+	runs_unacked = backend_runs_unacked(db);
+	one = BCON_NEW("insert", "small", "documents", "[", "{", "_id", BCON_INT32(1), "}", "]");
+	cr_assert(h_cmd(sc, db, one, &reply, &err), "insert: %s", err.message);
+	bson_destroy(&reply);
+	bson_destroy(one);
+	h_stats(sc, &st0);
+	f.p = p;
+	f.db = db;
+	for (int i = 0; i < READERS; i++) {
+		rd[i] = (struct reader){.p = p, .db = db, .f = &f};
+		rd[i].lat = all_lat + (size_t)i * MAX_LAT;
+		pthread_create(&rt[i], NULL, reader_main, &rd[i]);
+	}
+	pthread_create(&ft, NULL, flood_main, &f);
+	while (!f.done) {
+		h_stats(sc, &st);
+		if (h_get_int(&st, "gauges.requests_waiting", 0) > max_waiting)
+			max_waiting = h_get_int(&st, "gauges.requests_waiting", 0);
+		if (h_get_int(&st, "gauges.clients_pinned_unacked", -1) > max_pinned)
+			max_pinned = h_get_int(&st, "gauges.clients_pinned_unacked", -1);
+		bson_destroy(&st);
+		h_sleep_ms(50);
+	}
+	pthread_join(ft, NULL);
+	for (int i = 0; i < READERS; i++) {
+		pthread_join(rt[i], NULL);
+		memmove(all_lat + nlat, rd[i].lat, (size_t)rd[i].n * sizeof(double));
+		nlat += rd[i].n;
+		errors += rd[i].errors;
+	}
+	h_stats(sc, &st);
+	mtc = h_get_int(&st, "counters.more_to_come_writes", 0) -
+	      h_get_int(&st0, "counters.more_to_come_writes", 0);
+	qsort(all_lat, (size_t)nlat, sizeof(double), cmp_double);
+	cr_log_info("w:0 flood: %d inserts x %d docs in %lld ms; count after them on the same "
+		    "connection: %lld; proxy counted %lld moreToCome writes, %lld fences; peak "
+		    "requests_waiting %lld, peak clients_pinned_unacked %lld",
+		    FLOOD_WRITES, FLOOD_DOCS, (long long)f.ms, (long long)f.count, (long long)mtc,
+		    (long long)(h_get_int(&st, "counters.unacked_fences", 0) -
+				h_get_int(&st0, "counters.unacked_fences", 0)),
+		    (long long)max_waiting, (long long)max_pinned);
+	if (nlat > 0)
+		cr_log_info(
+		    "readers during the flood: %d finds, %d errors, latency ms p50 %.0f p99 "
+		    "%.0f max %.0f",
+		    nlat, errors, all_lat[nlat / 2], all_lat[(nlat * 99) / 100], all_lat[nlat - 1]);
+	proxy_assert_alive(p, "after the w:0 flood");
+	cr_assert_eq(mtc, FLOOD_WRITES);
+	cr_assert_eq(errors, 0, "%d finds of the other clients failed", errors);
+	/* The flood's requests waited at most as many as its in-flight limit
+	 * allows, beside one per reader. */
+	cr_assert_leq(max_waiting, 4 + READERS);
+	if (runs_unacked) {
+		cr_assert_eq(
+		    f.count, FLOOD_WRITES * FLOOD_DOCS,
+		    "the acknowledged count after %d w:0 inserts saw %lld of %d documents: "
+		    "it overtook them",
+		    FLOOD_WRITES, (long long)f.count, FLOOD_WRITES * FLOOD_DOCS);
+		cr_assert_geq(max_pinned, 1, "clients_pinned_unacked never showed the flooder");
+	} else {
+		/* The backend closes the connection on each w:0 write, without
+		 * running it: the count is answered, with 0 or a network error. */
+		cr_assert(f.count == 0 || f.count == NETWORK_ERROR, "count: %lld",
+			  (long long)f.count);
+	}
+	bson_destroy(&st);
+	bson_destroy(&st0);
+	h_drop_db(sc, db);
+	mongoc_client_destroy(sc);
+	free(all_lat);
 	proxy_stop(p);
 }
