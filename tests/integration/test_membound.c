@@ -32,18 +32,20 @@
 
 static long status_kb(struct proxy *p, const char *field)
 {
-	char path[64], line[256], fmt[64];
+	char path[64], line[256];
+	size_t flen = strlen(field);
 	FILE *f;
 	long kb = -1;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)p->pid);
-	snprintf(fmt, sizeof(fmt), "%s: %%ld kB", field);
 	f = fopen(path, "r");
 	if (f == NULL)
 		return -1;
 	while (fgets(line, sizeof(line), f) != NULL)
-		if (sscanf(line, fmt, &kb) == 1)
+		if (strncmp(line, field, flen) == 0 && line[flen] == ':') {
+			kb = strtol(line + flen + 1, NULL, 10);
 			break;
+		}
 	fclose(f);
 	return kb;
 }
