@@ -88,7 +88,13 @@ static const struct cfg_key keys[] = {
     {"max_client_buffer_bytes", CFG_INT, OFF(max_client_buffer_bytes), "16777216", 65536, 1024 * MB,
      true, "admission",
      "Bytes buffered per client in each direction before the proxy stops reading it "
-     "(a single message may exceed it, up to the 48 MB wire limit)."},
+     "(a single message may exceed it, up to the 48 MB wire limit). Replies: a client with "
+     "this much unsent output gets none of its requests sent to a backend until it reads."},
+    {"max_buffer_bytes", CFG_INT, OFF(max_buffer_bytes), "1073741824", MB,
+     INT64_C(1024) * 1024 * MB, true, "admission",
+     "Bytes buffered for all clients together (unread input, parsed requests not yet sent, "
+     "unsent replies). At this much the proxy stops reading requests from every client until "
+     "it is back under three quarters of it (logged; gauge memory_paused)."},
     {"queue_timeout_ms", CFG_INT, OFF(queue_timeout_ms), "30000", 0, INT64_C(86400000), true,
      "admission",
      "A request waiting longer than this for a backend connection gets a "

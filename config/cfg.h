@@ -44,6 +44,7 @@ struct cfg {
 	int64_t max_inflight_per_client;
 	int64_t max_queue;
 	int64_t max_client_buffer_bytes;
+	int64_t max_buffer_bytes;
 	int64_t queue_timeout_ms;
 	int64_t query_timeout_ms;
 	int64_t client_idle_timeout_ms;

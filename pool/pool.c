@@ -18,6 +18,7 @@
 
 #include "pool/auth.h"
 #include "pool/batch.h"
+#include "pool/sticky.h"
 #include "proxy/client.h"
 #include "proxy/proxy.h"
 #include "proxy/stats.h"
@@ -50,6 +51,11 @@ struct pool *pool_target(void)
 int pool_total_waiting(void)
 {
 	return total_waiting;
+}
+
+void pool_waiting_add(int delta)
+{
+	total_waiting += delta;
 }
 
 int pool_live(const struct pool *p)
@@ -199,6 +205,10 @@ void pool_unqueue(struct request *req)
 
 	if (!req->queued)
 		return;
+	if (req->wait_server != NULL) {
+		sticky_unqueue(req);
+		return;
+	}
 	if (req->kind == REQ_HELLO) {
 		TAILQ_REMOVE(&p->hello_waiters, req, queue_link);
 	} else {
@@ -223,7 +233,52 @@ static void dispatch(struct server *s, struct request *req)
 	p->requests_dispatched++;
 	if (req->kind == REQ_BATCH)
 		batch_seal(req);
+	request_release_held(req);
 	server_start(s, req);
+	sticky_started(s, req);
+}
+
+void pool_dispatch(struct server *s, struct request *req)
+{
+	dispatch(s, req);
+}
+
+/*
+ * May `req` go to a backend now? Not while its client cannot take more
+ * replies (client_may_dispatch), nor ahead of its client's moreToCome write
+ * that still waits (sticky.h). Such requests keep their place in the queue
+ * and are skipped; pool_client_kick runs them when their client drains.
+ */
+static bool may_dispatch(const struct request *req)
+{
+	return req->client == NULL ||
+	       (client_may_dispatch(req->client) && !sticky_behind_unacked(req));
+}
+
+static struct request *first_dispatchable(struct pool *p)
+{
+	struct request *req;
+
+	TAILQ_FOREACH(req, &p->waiting, queue_link)
+	if (may_dispatch(req))
+		return req;
+	return NULL;
+}
+
+void pool_client_kick(struct client *c)
+{
+	struct request *req;
+	struct server *s;
+
+	for (;;) {
+		TAILQ_FOREACH(req, &c->requests, client_link)
+		if (req->queued && req->wait_server == NULL && req->kind == REQ_FORWARD)
+			break;
+		if (req == NULL || !may_dispatch(req) ||
+		    (s = TAILQ_FIRST(&req->pool->idle)) == NULL)
+			return;
+		dispatch(s, req);
+	}
 }
 
 static void refuse_overload(struct request *req, const char *msg)
@@ -232,6 +287,18 @@ static void refuse_overload(struct request *req, const char *msg)
 		batch_fail(req, OVERLOAD_CODE, OVERLOAD_CODENAME, msg, overload_labels);
 	else
 		request_fail(req, OVERLOAD_CODE, OVERLOAD_CODENAME, msg, overload_labels);
+}
+
+void pool_refuse_timeout(struct request *req)
+{
+	char msg[200];
+
+	STAT_INC(refused_queue_timeout);
+	snprintf(msg, sizeof(msg),
+		 "mongoplex: request waited more than queue_timeout_ms = %" PRId64
+		 " ms for a backend connection; retry later",
+		 g.cfg.queue_timeout_ms);
+	refuse_overload(req, msg);
 }
 
 /* The backend of `p` cannot be reached: `req` fails with HostUnreachable. */
@@ -267,10 +334,11 @@ void pool_submit(struct request *req)
 {
 	struct pool *p = pool_target();
 	struct server *s = TAILQ_FIRST(&p->idle);
+	struct server *sticky = sticky_target(req);
 	char msg[200];
 
 	req->pool = p;
-	if (s != NULL) {
+	if (sticky == NULL && s != NULL && may_dispatch(req)) {
 		dispatch(s, req);
 		return;
 	}
@@ -281,6 +349,10 @@ void pool_submit(struct request *req)
 			 "(max_queue = %" PRId64 "); retry later",
 			 g.cfg.max_queue);
 		refuse_overload(req, msg);
+		return;
+	}
+	if (sticky != NULL) {
+		sticky_enqueue(sticky, req);
 		return;
 	}
 	if (pool_live(p) == 0 && g.now_usec < p->next_connect_usec) {
@@ -408,7 +480,7 @@ void pool_server_ready(struct server *s, const struct backend_info *bi)
 void pool_server_idle(struct server *s)
 {
 	struct pool *p = s->pool;
-	struct request *req = TAILQ_FIRST(&p->waiting);
+	struct request *req = first_dispatchable(p);
 
 	if (s->state == SV_JUSTFREE)
 		return;
@@ -436,21 +508,20 @@ static void expire_waiting(struct pool *p, uint64_t now)
 {
 	uint64_t limit = (uint64_t)g.cfg.queue_timeout_ms * 1000;
 	struct request *req, *tmp;
-	char msg[200];
 
+	sticky_expire(p, now);
 	if (limit == 0)
 		return;
 	TAILQ_FOREACH_SAFE(req, &p->waiting, queue_link, tmp)
 	{
+		/* Skipped because its own client does not read its replies: the
+		 * client is the cause, so its wait counts from when it drains. */
+		if (req->client != NULL && !client_may_dispatch(req->client))
+			req->enqueued_usec = now;
 		if (now - req->enqueued_usec <= limit)
 			continue;
 		pool_unqueue(req);
-		STAT_INC(refused_queue_timeout);
-		snprintf(msg, sizeof(msg),
-			 "mongoplex: request waited more than queue_timeout_ms = %" PRId64
-			 " ms for a backend connection; retry later",
-			 g.cfg.queue_timeout_ms);
-		refuse_overload(req, msg);
+		pool_refuse_timeout(req);
 	}
 }
 

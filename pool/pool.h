@@ -8,6 +8,10 @@
  *  - Requests that find no idle connection wait in `waiting`, ordered by
  *    fair-queuing round: each client has at most one request per round, so
  *    service is round-robin across clients, not one global FIFO.
+ *  - A waiting request whose client cannot take more replies
+ *    (client_may_dispatch) or that must follow its client's unacknowledged
+ *    write (pool/sticky.h) is skipped, keeping its place; its wait is not
+ *    counted against queue_timeout_ms while its own client is the cause.
  *  - Bounded: at most max_queue requests wait over all pools; the rest are
  *    refused with a retryable overload error.
  *  - When the backend cannot be reached and no connection is alive, waiting
@@ -68,6 +72,16 @@ void pool_wait_hello(struct request *req);
 
 /* Remove a waiting request (its client went away). */
 void pool_unqueue(struct request *req);
+
+/* Start a queued or new request on a server that is free for it. */
+void pool_dispatch(struct server *s, struct request *req);
+/* Run c's queued requests that may now go (its output drained). */
+struct client;
+void pool_client_kick(struct client *c);
+/* Refuse a request that waited longer than queue_timeout_ms. */
+void pool_refuse_timeout(struct request *req);
+/* Count requests waiting outside the pools' queues (sticky queues). */
+void pool_waiting_add(int delta);
 
 /* Server callbacks. */
 void pool_server_ready(struct server *s, const struct backend_info *bi);

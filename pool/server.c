@@ -6,7 +6,8 @@
  *   server_connect ─▶ [CONNECTING] ─ TCP up ─▶ send hello ─ reply ─▶ [SCRAM login,
  *                     pool/auth.c] ─▶ pool_server_ready
  *   pool gives a request ─▶ server_start ─▶ [ACTIVE] ─ reply ─▶ client ─▶ server_release ─▶ pool
- *   moreToCome request: released as soon as its bytes are written
+ *   moreToCome request: done once its bytes are written; the connection stays
+ *   with its client until an acknowledged exchange ends there (pool/sticky.c)
  *   any error/EOF ─▶ server_close ─▶ request gets HostUnreachable ─▶ [JUSTFREE]
  */
 #include "pool/server.h"
@@ -23,6 +24,7 @@
 #include "pool/janitor.h"
 #include "pool/pool.h"
 #include "proxy/cursor.h"
+#include "pool/sticky.h"
 #include "proxy/handshake.h"
 #include "proxy/proxy.h"
 #include "proxy/request.h"
@@ -91,6 +93,7 @@ bool server_connect(struct pool *p)
 	s->pool = p;
 	s->state = SV_CONNECTING;
 	s->created_usec = g.now_usec;
+	TAILQ_INIT(&s->sticky_waiting);
 	TAILQ_INSERT_TAIL(&p->connecting, s, link);
 	p->n_connecting++;
 	server_debug(s, "connecting");
@@ -149,7 +152,7 @@ void server_release(struct server *s)
 	s->expect_response_to = 0;
 	s->flush_then_release = false;
 	s->exchanges++;
-	pool_server_idle(s);
+	sticky_release(s);
 }
 
 void server_close(struct server *s, int code, const char *codename, const char *fmt, ...)
@@ -178,6 +181,7 @@ void server_close(struct server *s, int code, const char *codename, const char *
 		else
 			request_fail_network(req, code, codename, reason);
 	}
+	sticky_server_closed(s);
 	if (was_connecting)
 		pool_connect_failed(s->pool, code, codename, reason);
 	else
@@ -288,6 +292,8 @@ static void handle_reply(struct server *s, struct evbuffer *buf, size_t len)
 		handle_hello_reply(s, &m);
 	else if (s->req != NULL)
 		deliver(s, buf, data, len, &m);
+	else if (s->fence_id != 0)
+		sticky_fence_reply(s);
 }
 
 static void read_replies(struct server *s)
@@ -317,7 +323,8 @@ static void read_replies(struct server *s)
 	}
 }
 
-/* A moreToCome write is complete once it is on the wire. */
+/* A moreToCome write is complete once it is on the wire; the connection
+ * stays with its client (pool/sticky.c). */
 static void written(struct server *s)
 {
 	struct request *req = s->req;
@@ -325,8 +332,11 @@ static void written(struct server *s)
 	if (!s->flush_then_release || req == NULL)
 		return;
 	req->server = NULL;
+	s->req = NULL;
+	s->flush_then_release = false;
+	s->exchanges++;
 	request_done(req);
-	server_release(s);
+	sticky_written(s);
 }
 
 static void connected(struct server *s)

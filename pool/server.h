@@ -19,6 +19,7 @@
 #include "proxy/list.h"
 
 #include "proxy/log.h"
+#include "proxy/request.h"
 #include "proxy/sbuf.h"
 
 struct auth_conv;
@@ -46,6 +47,13 @@ struct server {
 	uint64_t exchange_started_usec;
 	uint64_t exchanges;
 	struct auth_conv *auth; /* SV_CONNECTING: the login in progress (pool/auth.c) */
+	/* pool/sticky.c: the client whose unacknowledged write this connection
+	 * carried, and its requests waiting to run here, in order. While either
+	 * is set the server is SV_ACTIVE (running one of them, or the fence). */
+	struct client *sticky_client;
+	struct request_list sticky_waiting;
+	int n_sticky_waiting;
+	int32_t fence_id; /* requestID of the proxy's own {ping: 1} fence, 0: none */
 };
 
 TAILQ_HEAD(server_list, server);

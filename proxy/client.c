@@ -19,10 +19,14 @@
  *   server reply ─▶ request_reply_raw ─▶ client_send ─▶ output ─────────────┘
  *
  * Rules: a client is parsed only while it has fewer than
- * max_inflight_per_client requests and less than max_client_buffer_bytes of
- * unsent output; otherwise its socket is not read (TCP backpressure). A
- * closed client's requests are abandoned: queued ones are dropped, running
- * ones have their reply discarded on arrival. Frees are deferred.
+ * max_inflight_per_client requests, less than max_client_buffer_bytes of
+ * unsent output and of parsed request messages not yet sent, and the proxy
+ * is not at max_buffer_bytes (proxy/membound.h); otherwise its socket is not
+ * read (TCP backpressure). Replies are bounded too: a client's requests are
+ * dispatched only while client_may_dispatch (unsent replies stay within the
+ * limit plus one message); its queued requests wait and are kicked when it
+ * drains. A closed client's requests are abandoned: queued ones are dropped,
+ * running ones have their reply discarded on arrival. Frees are deferred.
  */
 #include "proxy/client.h"
 
@@ -39,9 +43,11 @@
 #include "pool/batch.h"
 #include "pool/janitor.h"
 #include "pool/pool.h"
+#include "pool/sticky.h"
 #include "proxy/admin.h"
 #include "proxy/cursor.h"
 #include "proxy/handshake.h"
+#include "proxy/membound.h"
 #include "proxy/proxy.h"
 #include "proxy/router.h"
 #include "proxy/stats.h"
@@ -56,6 +62,33 @@ static int n_over_limit; /* accepted beyond max_client_conn, awaiting refusal */
 
 static void sbuf_cb_client(struct sbuf *sb, enum sbuf_event ev, void *arg);
 static void resume_cb(evutil_socket_t fd, short what, void *arg);
+
+/* Every change of a client's socket buffers, for the memory bound. */
+static void account_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct client *c = arg;
+	int64_t delta = (int64_t)info->n_added - (int64_t)info->n_deleted;
+
+	(void)buf;
+	c->io_bytes = (size_t)((int64_t)c->io_bytes + delta);
+	membound_add(delta);
+}
+
+static bool account_start(struct client *c)
+{
+	return evbuffer_add_cb(c->sb.in, account_cb, c) != NULL &&
+	       evbuffer_add_cb(c->sb.out, account_cb, c) != NULL;
+}
+
+static void account_stop(struct client *c)
+{
+	if (c->sb.in != NULL)
+		evbuffer_remove_cb(c->sb.in, account_cb, c);
+	if (c->sb.out != NULL)
+		evbuffer_remove_cb(c->sb.out, account_cb, c);
+	membound_add(-(int64_t)c->io_bytes);
+	c->io_bytes = 0;
+}
 
 static void client_set_state(struct client *c, enum client_state st)
 {
@@ -112,13 +145,17 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 	if (addr->sa_family != AF_UNIX)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (!sbuf_accept(&c->sb, g.base, fd, sbuf_cb_client, c) ||
-	    (c->resume_ev = event_new(g.base, -1, 0, resume_cb, c)) == NULL) {
+	    (c->resume_ev = event_new(g.base, -1, 0, resume_cb, c)) == NULL || !account_start(c)) {
 		log_error("cannot set up client %s", c->peer);
+		account_stop(c);
 		sbuf_free(&c->sb); /* closes fd */
+		if (c->resume_ev != NULL)
+			event_free(c->resume_ev);
 		free(c);
 		return;
 	}
 	c->connected_usec = c->last_active_usec = g.now_usec;
+	c->reply_est = (size_t)g.cfg.max_client_buffer_bytes; /* unknown: assume large */
 	TAILQ_INSERT_TAIL(&clients_active, c, link);
 	n_active++;
 	STAT_INC(clients_accepted);
@@ -166,6 +203,7 @@ void client_close(struct client *c, const char *fmt, ...)
 		client_info(c, "closing: %s", reason);
 	abandon_requests(c);
 	cursor_client_closed(c->id); /* kills its open cursors on the backend */
+	sticky_client_closed(c);
 	sbuf_close(&c->sb);
 	event_del(c->resume_ev);
 	client_set_state(c, CL_JUSTFREE);
@@ -177,6 +215,7 @@ void client_free_deferred(void)
 
 	while ((c = TAILQ_FIRST(&clients_justfree)) != NULL) {
 		TAILQ_REMOVE(&clients_justfree, c, link);
+		account_stop(c);
 		sbuf_free(&c->sb);
 		event_free(c->resume_ev);
 		free(c);
@@ -191,7 +230,33 @@ static bool output_full(const struct client *c)
 static bool may_parse(const struct client *c)
 {
 	return c->state == CL_ACTIVE && !c->closing &&
-	       c->inflight < g.cfg.max_inflight_per_client && !output_full(c);
+	       c->inflight < g.cfg.max_inflight_per_client && !output_full(c) &&
+	       c->req_bytes < (size_t)g.cfg.max_client_buffer_bytes && !membound_paused();
+}
+
+int client_running(const struct client *c)
+{
+	const struct request *req;
+	int n = 0;
+
+	TAILQ_FOREACH(req, &c->requests, client_link)
+	if (req->server != NULL || req->kind == REQ_LOOKUP)
+		n++;
+	return n;
+}
+
+bool client_may_dispatch(const struct client *c)
+{
+	size_t out = sbuf_pending_out(&c->sb);
+	size_t limit = (size_t)g.cfg.max_client_buffer_bytes;
+	int running;
+
+	if (c->state != CL_ACTIVE)
+		return true; /* its replies are dropped */
+	if (out >= limit)
+		return false;
+	running = client_running(c);
+	return running == 0 || out + (size_t)(running + 1) * c->reply_est <= limit;
 }
 
 static void set_reading(struct client *c, bool on)
@@ -204,14 +269,20 @@ static void set_reading(struct client *c, bool on)
 
 void client_send(struct client *c, struct evbuffer *msg)
 {
+	size_t len = evbuffer_get_length(msg);
+
 	if (c->state != CL_ACTIVE)
 		return;
 	c->last_active_usec = g.now_usec;
+	c->reply_est = len > c->reply_est / 2 ? len : c->reply_est / 2;
 	sbuf_write(&c->sb, msg);
 	if (output_full(c)) {
 		/* Resume once half of it has drained. */
 		sbuf_notify_drained(&c->sb, (size_t)g.cfg.max_client_buffer_bytes / 2);
 		set_reading(c, false);
+	} else if (sbuf_pending_out(&c->sb) > 0) {
+		/* Requests held back by client_may_dispatch go once it is empty. */
+		sbuf_notify_drained(&c->sb, 0);
 	}
 }
 
@@ -313,6 +384,21 @@ static void count_forward(const struct route_info *ri, bool more_to_come)
 		STAT_INC(txn_requests);
 }
 
+/* A lookup may join a batch only when nothing orders or holds it back: the
+ * batcher neither follows unacknowledged writes (pool/sticky.h) nor knows
+ * client_may_dispatch. */
+static bool may_batch(struct client *c, const struct request *req)
+{
+	const struct request *r;
+
+	if (c->sticky != NULL || !client_may_dispatch(c))
+		return false;
+	TAILQ_FOREACH(r, &c->requests, client_link)
+	if (r != req && r->more_to_come)
+		return false;
+	return true;
+}
+
 /* Build the request that forwards this message and hand it on. */
 static void forward(struct client *c, struct evbuffer *buf, uint8_t *data, size_t len,
 		    const struct wire_msg *m, const struct route_info *ri, struct request *req)
@@ -331,7 +417,11 @@ static void forward(struct client *c, struct evbuffer *buf, uint8_t *data, size_
 		req->msg = evbuffer_new();
 		evbuffer_add_buffer(req->msg, buf);
 	}
-	if (ri->is_find && !ri->in_txn && g.cfg.batching && batch_try_submit(req, &m->body))
+	req->held_bytes = evbuffer_get_length(req->msg);
+	c->req_bytes += req->held_bytes;
+	membound_add((int64_t)req->held_bytes);
+	if (ri->is_find && !ri->in_txn && g.cfg.batching && may_batch(c, req) &&
+	    batch_try_submit(req, &m->body))
 		return;
 	pool_submit(req);
 }
@@ -471,6 +561,9 @@ static void process_input(struct client *c)
 {
 	struct evbuffer *in = c->sb.in;
 
+	if (c->state == CL_ACTIVE)
+		pool_client_kick(c);
+
 	while (may_parse(c)) {
 		size_t avail = evbuffer_get_length(in);
 		const uint8_t *hdr =
@@ -525,6 +618,8 @@ static void sbuf_cb_client(struct sbuf *sb, enum sbuf_event ev, void *arg)
 		break;
 	case SBUF_DRAINED:
 		process_input(c);
+		if (c->state == CL_ACTIVE && !c->closing && sbuf_pending_out(&c->sb) > 0)
+			sbuf_notify_drained(&c->sb, 0);
 		break;
 	case SBUF_EOF:
 		client_close(c, "client closed");
@@ -629,6 +724,31 @@ void client_phase_counts(int *idle, int *waiting, int *running)
 		else
 			(*idle)++;
 	}
+}
+
+void client_memory_paused(bool paused)
+{
+	struct client *c;
+
+	TAILQ_FOREACH(c, &clients_active, link)
+	{
+		if (paused)
+			set_reading(c, false);
+		else
+			client_request_finished(c);
+	}
+}
+
+int client_count_memory_paused(void)
+{
+	struct client *c;
+	int n = 0;
+
+	TAILQ_FOREACH(c, &clients_active, link)
+	if (membound_paused() || output_full(c) ||
+	    c->req_bytes >= (size_t)g.cfg.max_client_buffer_bytes)
+		n++;
+	return n;
 }
 
 size_t client_unsent_bytes(void)

@@ -43,6 +43,13 @@ struct client {
 	bool over_limit;	     /* accepted beyond max_client_conn: refuse and close */
 	bool closing;		     /* flush output, then close */
 	bool reading_paused;
+	/* Memory bound (proxy/membound.c): bytes in sb's buffers, and request
+	 * messages parsed but not yet sent to a backend. */
+	size_t io_bytes, req_bytes;
+	size_t reply_est; /* recent reply size (decaying max); starts at the limit */
+	/* Order (pool/sticky.c): the backend connection that carried this
+	 * client's unacknowledged write, until an acknowledged exchange ends there. */
+	struct server *sticky;
 };
 
 TAILQ_HEAD(client_list, client);
@@ -86,3 +93,15 @@ int client_count(void);
 /* Bytes of replies queued to clients and not yet written. */
 size_t client_unsent_bytes(void);
 void client_phase_counts(int *idle, int *waiting, int *running);
+
+/* May one more of this client's requests be sent to a backend now? False
+ * while its unsent replies are at max_client_buffer_bytes, or when the
+ * replies of one more running request could take it past that (judged by
+ * its recent reply sizes; one request may always run while output is below
+ * the limit). So buffered replies stay within the limit plus one message. */
+bool client_may_dispatch(const struct client *c);
+/* Requests of c running on a backend or waiting in a batch. */
+int client_running(const struct client *c);
+/* The memory bound was entered or left: stop or resume reading everyone. */
+void client_memory_paused(bool paused);
+int client_count_memory_paused(void);

@@ -24,6 +24,7 @@
 #include "pool/pool.h"
 #include "proxy/client.h"
 #include "proxy/listener.h"
+#include "proxy/membound.h"
 #include "proxy/metrics.h"
 #include "proxy/stats.h"
 #include "version.h"
@@ -54,6 +55,7 @@ void proxy_apply_cfg(void)
 {
 	log_current_level = g.cfg.log_level;
 	client_apply_cfg();
+	membound_apply_cfg();
 }
 
 void proxy_reload(void)
@@ -179,6 +181,7 @@ static void teardown(void)
 	event_free(sig_hup);
 	event_free(sig_term);
 	event_free(sig_int);
+	membound_free();
 	event_base_free(g.base);
 	cfg_free(&g.cfg);
 }

@@ -10,6 +10,7 @@
 #include "pool/pool.h"
 #include "proxy/client.h"
 #include "proxy/cursor.h"
+#include "proxy/membound.h"
 #include "proxy/proxy.h"
 #include "proxy/stats.h"
 #include "proxy/wire.h"
@@ -45,8 +46,19 @@ static struct client *detach(struct request *req)
 	return c;
 }
 
+void request_release_held(struct request *req)
+{
+	if (req->held_bytes == 0)
+		return;
+	if (req->client != NULL)
+		req->client->req_bytes -= req->held_bytes;
+	membound_add(-(int64_t)req->held_bytes);
+	req->held_bytes = 0;
+}
+
 void request_free(struct request *req)
 {
+	request_release_held(req);
 	detach(req);
 	if (req->queued)
 		pool_unqueue(req);

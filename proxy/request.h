@@ -41,6 +41,8 @@ struct request {
 	TAILQ_ENTRY(request) client_link;
 	TAILQ_ENTRY(request) queue_link;
 	bool queued;		    /* on some queue through queue_link */
+	struct server *wait_server; /* queued on this server's sticky queue (pool/sticky.c) */
+	size_t held_bytes;	    /* message bytes counted in the memory bound until sent */
 	struct evbuffer *msg;	    /* message to send, header included */
 	int32_t client_request_id;  /* the client's requestID (our reply's responseTo) */
 	int32_t backend_request_id; /* our requestID on the backend */
@@ -70,6 +72,9 @@ extern const char *const overload_labels[];
 
 struct request *request_new(struct client *client, enum request_kind kind);
 void request_free(struct request *req);
+
+/* Its message is handed to a backend (or dropped): stop counting its bytes. */
+void request_release_held(struct request *req);
 
 /* Deliver a reply to the request's client (if still there) and finish it. */
 void request_reply_raw(struct request *req, struct evbuffer *reply);

@@ -9,8 +9,10 @@
 
 #include "pool/batch.h"
 #include "pool/pool.h"
+#include "pool/sticky.h"
 #include "proxy/client.h"
 #include "proxy/cursor.h"
+#include "proxy/membound.h"
 #include "proxy/proxy.h"
 #include "version.h"
 
@@ -58,6 +60,8 @@ struct gauges {
 	int servers_connecting, servers_idle, servers_active, requests_waiting;
 	int lookups_batching;
 	int cursors_open;
+	int64_t bytes_buffered;
+	int memory_paused, clients_memory_paused, clients_pinned_unacked;
 };
 
 static void gauges_read(struct gauges *gs)
@@ -75,6 +79,10 @@ static void gauges_read(struct gauges *gs)
 	gs->requests_waiting = pool_total_waiting();
 	gs->lookups_batching = batch_open_lookups();
 	gs->cursors_open = cursor_open_count();
+	gs->bytes_buffered = membound_bytes();
+	gs->memory_paused = membound_paused();
+	gs->clients_memory_paused = client_count_memory_paused();
+	gs->clients_pinned_unacked = sticky_clients();
 }
 
 #define MP_GAUGES(X)                                                                               \
@@ -87,7 +95,11 @@ static void gauges_read(struct gauges *gs)
 	X(servers_active, "Backend connections running a request")                                 \
 	X(requests_waiting, "Requests waiting for a backend connection")                           \
 	X(lookups_batching, "Lookups waiting in a batch that still accepts members")               \
-	X(cursors_open, "Backend cursors open, by owning client (the cursor table)")
+	X(cursors_open, "Backend cursors open, by owning client (the cursor table)")               \
+	X(bytes_buffered, "Bytes buffered for clients (input, parsed requests, unsent replies)")   \
+	X(memory_paused, "1 while max_buffer_bytes is reached and no client is read")              \
+	X(clients_memory_paused, "Clients not read because of a memory bound")                     \
+	X(clients_pinned_unacked, "Clients whose requests follow their unacknowledged write")
 
 static void hist_to_bson(bson_t *parent, const struct hist *h)
 {
@@ -146,7 +158,7 @@ void stats_to_bson(bson_t *out)
 #undef X
 	bson_append_document_end(out, &doc);
 	BSON_APPEND_DOCUMENT_BEGIN(out, "gauges", &doc);
-#define X(name, help) BSON_APPEND_INT32(&doc, #name, gs.name);
+#define X(name, help) BSON_APPEND_INT64(&doc, #name, (int64_t)gs.name);
 	MP_GAUGES(X)
 #undef X
 	bson_append_document_end(out, &doc);
@@ -193,8 +205,8 @@ void stats_to_prometheus(struct evbuffer *out)
 #undef X
 #define X(name, help)                                                                              \
 	evbuffer_add_printf(                                                                       \
-	    out, "# HELP mongoplex_%s %s\n# TYPE mongoplex_%s gauge\nmongoplex_%s %d\n", #name,    \
-	    help, #name, #name, gs.name);
+	    out, "# HELP mongoplex_%s %s\n# TYPE mongoplex_%s gauge\nmongoplex_%s %lld\n", #name,  \
+	    help, #name, #name, (long long)gs.name);
 	MP_GAUGES(X)
 #undef X
 	for (size_t i = 0; i < NHISTS; i++)

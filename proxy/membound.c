@@ -1,0 +1,77 @@
+/*
+ * membound.c — the global memory bound: one byte count, a paused flag with
+ * hysteresis, and a deferred event that tells the clients (see membound.h).
+ */
+#include "proxy/membound.h"
+
+#include <event2/event.h>
+
+#include "proxy/client.h"
+#include "proxy/log.h"
+#include "proxy/proxy.h"
+
+static int64_t bytes;	   /* everything counted, see membound.h */
+static bool paused;	   /* at the bound: clients are not read */
+static bool told_paused;   /* the state the clients were last told */
+static struct event *tell; /* deferred: never stop/resume clients inside a buffer callback */
+
+static void tell_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	proxy_tick();
+	if (told_paused == paused)
+		return;
+	told_paused = paused;
+	client_memory_paused(paused);
+}
+
+static void update(void)
+{
+	int64_t max = g.cfg.max_buffer_bytes;
+	bool next = paused ? bytes >= max / 4 * 3 : bytes >= max;
+
+	if (next == paused || max <= 0)
+		return;
+	paused = next;
+	if (paused)
+		log_warning("memory bound: %lld bytes buffered for clients (max_buffer_bytes = "
+			    "%lld): no client is read until it drains",
+			    (long long)bytes, (long long)max);
+	else
+		log_warning("memory bound: %lld bytes buffered for clients, reading resumed",
+			    (long long)bytes);
+	if (tell == NULL && g.base != NULL)
+		tell = event_new(g.base, -1, 0, tell_cb, NULL);
+	if (tell != NULL)
+		event_active(tell, EV_TIMEOUT, 1);
+}
+
+void membound_add(int64_t delta)
+{
+	bytes += delta;
+	update();
+}
+
+bool membound_paused(void)
+{
+	return paused;
+}
+
+int64_t membound_bytes(void)
+{
+	return bytes;
+}
+
+void membound_apply_cfg(void)
+{
+	update();
+}
+
+void membound_free(void)
+{
+	if (tell != NULL)
+		event_free(tell);
+	tell = NULL;
+}
