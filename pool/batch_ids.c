@@ -12,11 +12,11 @@
  * are compared as integers, then the double's fraction decides). Decimal128
  * values are batched only when they are integers of magnitude <= 2^53 (so
  * exactly an int64 and a double: every backend that compares through
- * double, long or exact decimal agrees). A merged reply holding an int64
- * and a requested double of magnitude >= 2^63 that it rounds to (or the
- * reverse) is not split: mongo-java-server takes them for equal (it finds
- * the int64 2^63-1 for the double 2^63), so its answer to each lookup
- * alone differs from MongoDB's equality.
+ * double, long or exact decimal agrees). Doubles are batched only within
+ * the int64 range [-2^63, 2^63): mongo-java-server converts integral
+ * doubles to int64 saturating (it finds the int64 2^63-1 for the double
+ * 2^63, and its $in [-2^63, -1e300] finds only the first), so beyond it
+ * the merged $in is not the union of the lookups.
  */
 #include "pool/batch_ids.h"
 
@@ -155,8 +155,9 @@ bool batch_ids_value_ok(const bson_value_t *v)
 	case BSON_TYPE_MINKEY:
 	case BSON_TYPE_MAXKEY:
 		return true;
-	case BSON_TYPE_DOUBLE:
-		return !isnan(v->value.v_double);
+	case BSON_TYPE_DOUBLE: /* not NaN, within the int64 range */
+		return v->value.v_double >= -9223372036854775808.0 &&
+		       v->value.v_double < 9223372036854775808.0;
 	case BSON_TYPE_DECIMAL128:
 		return decimal_as_int64(&v->value.v_decimal128, &unused);
 	default:
@@ -615,54 +616,12 @@ static int find_doc(const struct batch_ids_doc *docs, int ndocs, const bson_valu
 	return -1;
 }
 
-/* An int64 that is not exactly a double, as the double it rounds to. */
-static bool big_int(const bson_value_t *v, double *rounded)
+/* Every _id comparable exactly. */
+static bool ids_comparable(const struct batch_ids_doc *docs, int ndocs)
 {
-	if (v->value_type != BSON_TYPE_INT64 ||
-	    (v->value.v_int64 <= TWO_POW_53 && v->value.v_int64 >= -TWO_POW_53))
-		return false;
-	*rounded = (double)v->value.v_int64;
-	return true;
-}
-
-/* a and b differ, but a backend that converts an integral double to int64
- * (saturating, as Java's (long) cast does: mongo-java-server finds the int64
- * 2^63-1 for the double 2^63) or compares through double takes them for
- * equal. Only doubles at or beyond ±2^63: below, mongo-java-server compares
- * int64 with double exactly (it keeps 2^53 and 2^53+1 apart). */
-static bool lossy_pair(const bson_value_t *a, const bson_value_t *b)
-{
-	double ra;
-
-	if (!big_int(a, &ra) || b->value_type != BSON_TYPE_DOUBLE ||
-	    fabs(b->value.v_double) < 9223372036854775808.0)
-		return false;
-	return ra == b->value.v_double && batch_ids_compare(a, b) != 0;
-}
-
-static bool lossy_with_lists(const bson_value_t *v, const struct batch_id_list *const *lists,
-			     int nlists)
-{
-	for (int k = 0; k < nlists; k++)
-		for (int i = 0; i < lists[k]->n; i++)
-			if (lossy_pair(v, &lists[k]->ids[i]) || lossy_pair(&lists[k]->ids[i], v))
-				return true;
-	return false;
-}
-
-/* Every _id comparable, and none the backend could mistake for an id. */
-static bool ids_comparable(const struct batch_ids_doc *docs, int ndocs,
-			   const struct batch_id_list *const *lists, int nlists)
-{
-	for (int j = 0; j < ndocs; j++) {
-		double unused;
-
+	for (int j = 0; j < ndocs; j++)
 		if (!batch_ids_value_ok(&docs[j].id))
 			return false; /* e.g. the decimal 0.5 for the double 0.5 */
-		if ((big_int(&docs[j].id, &unused) || docs[j].id.value_type == BSON_TYPE_DOUBLE) &&
-		    lossy_with_lists(&docs[j].id, lists, nlists))
-			return false;
-	}
 	return true;
 }
 
@@ -671,7 +630,7 @@ bool batch_ids_split_ok(struct batch_ids_doc *docs, int ndocs,
 {
 	bool *claimed, ok = true;
 
-	if (!ids_comparable(docs, ndocs, lists, nlists))
+	if (!ids_comparable(docs, ndocs))
 		return false;
 	if (ndocs > 1)
 		qsort(docs, (size_t)ndocs, sizeof(*docs), cmp_docs_qsort);

@@ -20,7 +20,8 @@
 /* Why a find is not batchable. NULL: batchable. */
 const char *batch_ids_classify(const bson_t *find_cmd);
 
-/* A value the batcher compares exactly: int32, int64, double (not NaN),
+/* A value the batcher compares exactly: int32, int64, double (not NaN, in
+ * [-2^63, 2^63): beyond, backends that convert to int64 saturate),
  * decimal128 integers of magnitude at most 2^53, string, ObjectId, bool,
  * date, timestamp, binary, minKey, maxKey. */
 bool batch_ids_value_ok(const bson_value_t *v);
@@ -59,10 +60,8 @@ bool batch_ids_doc_init(struct batch_ids_doc *d, const uint8_t *data, uint32_t l
 
 /* Sort the reply's documents by _id and decide whether they can be split
  * exactly among the lists: every _id batch_ids_value_ok, no two equal,
- * every document equal to some list's id, and no document that a backend
- * comparing through double would take for an id it is not equal to (an
- * int64 beyond 2^53 and a double that rounds to each other). False: the
- * caller must re-run every member alone. */
+ * every document equal to some list's id. False: the caller must re-run
+ * every member alone. */
 bool batch_ids_split_ok(struct batch_ids_doc *docs, int ndocs,
 			const struct batch_id_list *const *lists, int nlists)
     __attribute__((warn_unused_result));

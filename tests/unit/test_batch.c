@@ -113,9 +113,10 @@ static const char *const scalars[] = {
     "{'$numberLong': '-9223372036854775808'}",
     "1.5",
     "-0.0",
-    "{'$numberDouble': 'Infinity'}",
-    "{'$numberDouble': '-Infinity'}",
-    "{'$numberDouble': '1e300'}",
+    "{'$numberDouble': '9223372036854774784.0'}",  /* the largest double below 2^63 */
+    "{'$numberDouble': '-9223372036854775808.0'}", /* -2^63: exactly an int64 */
+    "{'$numberDouble': '1e-300'}",
+    "{'$numberDouble': '5e-324'}", /* subnormal */
     "{'$numberDecimal': '-0'}",
     "{'$numberDecimal': '1234567890123456'}", /* 16 digits, below 2^53 */
     "{'$numberDecimal': '1.0E+3'}",		/* integral: 1000 */
@@ -381,6 +382,15 @@ Test(batch_classify, decimal_integral_rule)
 	expect_value(true, "{'$numberDecimal': '5.000'}");
 	expect_value(true, "{'$numberDecimal': '0E-5000'}");
 	expect_value(false, "{'$numberDecimal': '1234567890123456789'}");
+	/* Doubles outside the int64 range: backends that convert integral
+	 * doubles to int64 saturate them (mongo-java-server: the double 2^63
+	 * finds the int64 2^63-1), so they are forwarded alone. */
+	expect_value(false, "{'$numberDouble': 'Infinity'}");
+	expect_value(false, "{'$numberDouble': '-Infinity'}");
+	expect_value(false, "{'$numberDouble': '1e300'}");
+	expect_value(false, "{'$numberDouble': '-1e300'}");
+	expect_value(false, "{'$numberDouble': '9223372036854775808.0'}");
+	expect_value(false, "{'$numberDouble': 'NaN'}");
 	expect_value(false, "{'$numberDecimal': '123456789012345678'}");
 	expect_value(true, "{'$numberDecimal': '9007199254740992'}");
 	expect_value(true, "{'$numberDecimal': '-9.007199254740992E+15'}");
