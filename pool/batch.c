@@ -52,11 +52,11 @@ struct batch {
 	bson_t extra; /* projection/readConcern/$readPreference/maxTimeMS to copy */
 	struct request_list members;
 	int nmembers;
-	int nids;	  /* sum over members (before union dedup) */
-	int max_ids;	  /* ids accepted, from batch_max_ids and the namespace's doc sizes */
-	int nuniq;	  /* ids in the merged $in (once sealed) */
-	int getmores;	  /* sent to drain this batch */
-	bool open;	  /* accepting members */
+	int nids;     /* sum over members (before union dedup) */
+	int max_ids;  /* ids accepted, from batch_max_ids and the namespace's doc sizes */
+	int nuniq;    /* ids in the merged $in (once sealed) */
+	int getmores; /* sent to drain this batch */
+	bool open;    /* accepting members */
 	TAILQ_ENTRY(batch) open_link;
 	struct event *timer; /* batch_max_wait_us with an idle backend */
 	int64_t cursor_id;

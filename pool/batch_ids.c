@@ -172,7 +172,6 @@ static bool scalar_ok(const bson_iter_t *it)
 
 /* ---- classification --------------------------------------------------- */
 
-
 /* The _id condition: v, {$eq: v} or {$in: [v...]} (non-empty). Calls `cb`
  * on each value when given. */
 static const char *classify_id_cond(const bson_iter_t *cond,

@@ -316,7 +316,8 @@ static void read_replies(struct server *s)
 				return;
 			continue;
 		}
-		hdr = evbuffer_pullup(in, avail < WIRE_HEADER_LEN ? (ssize_t)avail : WIRE_HEADER_LEN);
+		hdr =
+		    evbuffer_pullup(in, avail < WIRE_HEADER_LEN ? (ssize_t)avail : WIRE_HEADER_LEN);
 		switch (wire_frame_check(hdr, avail, &len)) {
 		case WIRE_FRAME_NEED_MORE:
 			return;

@@ -143,6 +143,10 @@ static void fixed_values(struct values *a, bool dec)
 {
 	const int64_t p53 = INT64_C(1) << 53;
 
+	/* Decimals first: the decimal 0.5 is stored, the double 0.5 is then a
+	 * duplicate key (the leak of issue 8 needs exactly that). */
+	for (size_t i = 0; dec && i < sizeof(fixed_decimals) / sizeof(*fixed_decimals); i++)
+		add_dec(a, fixed_decimals[i]);
 	for (int k = -3; k <= 3; k++)
 		add_i32(a, k);
 	add_i32(a, INT32_MAX);
@@ -172,10 +176,6 @@ static void fixed_values(struct values *a, bool dec)
 	add_dbl(a, -9223372036854775808.0); /* -2^63 */
 	add_dbl(a, 1.2345678901234568e18);
 	add_dbl(a, 1e300);
-	if (!dec)
-		return;
-	for (size_t i = 0; i < sizeof(fixed_decimals) / sizeof(*fixed_decimals); i++)
-		add_dec(a, fixed_decimals[i]);
 }
 
 static void random_values(struct values *a, int n, bool dec)
@@ -218,7 +218,8 @@ struct found {
 };
 
 struct lookup {
-	bson_t filter; /* {_id: v} or {_id: {$in: [...]}} */
+	const char *coll; /* "n" (random values) or a trap collection */
+	bson_t filter;	  /* {_id: v} or {_id: {$in: [...]}} */
 	struct found direct, proxied;
 };
 
@@ -231,9 +232,10 @@ static void found_clear(struct found *f)
 }
 
 /* The find's documents, as the cursor returns them (getMores included). */
-static void run_lookup(mongoc_client_t *c, const char *db, const bson_t *filter, struct found *f)
+static void run_lookup(mongoc_client_t *c, const char *db, const char *coll, const bson_t *filter,
+		       struct found *f)
 {
-	mongoc_collection_t *col = mongoc_client_get_collection(c, db, "n");
+	mongoc_collection_t *col = mongoc_client_get_collection(c, db, coll);
 	mongoc_cursor_t *cur = mongoc_collection_find_with_opts(col, filter, NULL, NULL);
 	const bson_t *doc;
 	bson_error_t err;
@@ -298,6 +300,84 @@ static void build_filter(bson_t *f, const struct values *pool, int nids)
 	bson_append_document_end(f, &cond);
 }
 
+/* A number equal to 0 (of any type or sign). */
+static bool is_zero(const bson_value_t *v)
+{
+	char str[BSON_DECIMAL128_STRING];
+
+	switch (v->value_type) {
+	case BSON_TYPE_INT32:
+		return v->value.v_int32 == 0;
+	case BSON_TYPE_INT64:
+		return v->value.v_int64 == 0;
+	case BSON_TYPE_DOUBLE:
+		return v->value.v_double == 0.0;
+	case BSON_TYPE_DECIMAL128:
+		bson_decimal128_to_string(&v->value.v_decimal128, str);
+		return strspn(str, "-0.") == strcspn(str, "E");
+	default:
+		return false;
+	}
+}
+
+/* Zero is never stored: a lookup of {_id: 0} must find nothing (the leak
+ * handed it another client's decimal 0.5, 19-digit decimal or 1E-400, all
+ * taken for 0 by the old comparison). */
+static int insert_values(mongoc_client_t *direct, const char *db, const char *coll,
+			 const struct values *a)
+{
+	mongoc_collection_t *col = mongoc_client_get_collection(direct, db, coll);
+	int stored = 0;
+
+	for (int i = 0; i < a->n; i++) {
+		bson_t doc = BSON_INITIALIZER;
+		bson_error_t err;
+
+		if (is_zero(&a->v[i]))
+			continue;
+		bson_append_value(&doc, "_id", 3, &a->v[i]);
+		BSON_APPEND_INT32(&doc, "tag", i);
+		stored += mongoc_collection_insert_one(col, &doc, NULL, NULL, &err); /* dups: no */
+		bson_destroy(&doc);
+	}
+	mongoc_collection_destroy(col);
+	return stored;
+}
+
+/* ---- the leak of issue 8, as found --------------------------------------------- */
+
+/* Collection t05 holds the decimal 0.5, t19 the decimal 1234567890123456789
+ * (each with a few integers and no 0); lookups of 0 merged with lookups of
+ * the double 0.5 or 1.2345678901234568e18 (which find them) received them. */
+static void insert_traps(mongoc_client_t *direct, const char *db)
+{
+	struct values t05 = {.n = 0}, t19 = {.n = 0};
+
+	add_dec(&t05, "0.5");
+	add_dec(&t19, "1234567890123456789");
+	for (int k = 1; k <= 4; k++) {
+		add_i32(&t05, k);
+		add_i32(&t19, k);
+	}
+	cr_assert_eq(insert_values(direct, db, "t05", &t05), t05.n);
+	cr_assert_eq(insert_values(direct, db, "t19", &t19), t19.n);
+}
+
+static void trap_lookup(struct lookup *lk)
+{
+	bool t05 = rnd() & 1;
+	int r = rnd_below(3);
+
+	lk->coll = t05 ? "t05" : "t19";
+	bson_init(&lk->filter);
+	if (r == 0)
+		BSON_APPEND_INT32(&lk->filter, "_id", 0);
+	else if (r == 1)
+		BSON_APPEND_DOUBLE(&lk->filter, "_id", t05 ? 0.5 : 1.2345678901234568e18);
+	else
+		BSON_APPEND_INT32(&lk->filter, "_id", 1 + rnd_below(4));
+}
+
 /* ---- threads ----------------------------------------------------------------- */
 
 struct worker {
@@ -314,33 +394,16 @@ static void *worker_main(void *arg)
 
 	pthread_barrier_wait(w->start);
 	for (int i = 0; i < w->n; i++)
-		run_lookup(w->c, w->db, &w->lk[i].filter, &w->lk[i].proxied);
+		run_lookup(w->c, w->db, w->lk[i].coll, &w->lk[i].filter, &w->lk[i].proxied);
 	return NULL;
-}
-
-static int insert_values(mongoc_client_t *direct, const char *db, const struct values *a)
-{
-	mongoc_collection_t *col = mongoc_client_get_collection(direct, db, "n");
-	int stored = 0;
-
-	for (int i = 0; i < a->n; i++) {
-		bson_t doc = BSON_INITIALIZER;
-		bson_error_t err;
-
-		bson_append_value(&doc, "_id", 3, &a->v[i]);
-		BSON_APPEND_INT32(&doc, "tag", i);
-		stored += mongoc_collection_insert_one(col, &doc, NULL, NULL, &err); /* dups: no */
-		bson_destroy(&doc);
-	}
-	mongoc_collection_destroy(col);
-	return stored;
 }
 
 static void log_diff(const struct lookup *lk)
 {
 	char *f = bson_as_canonical_extended_json(&lk->filter, NULL);
 	char line[2048];
-	int len = snprintf(line, sizeof(line), "filter %s: direct %s %d docs, proxy %s %d docs:", f,
+	int len = snprintf(line, sizeof(line),
+			   "%s filter %s: direct %s %d docs, proxy %s %d docs:", lk->coll, f,
 			   lk->direct.ok ? "ok" : "error", lk->direct.n,
 			   lk->proxied.ok ? "ok" : "error", lk->proxied.n);
 
@@ -377,7 +440,9 @@ Test(batch_numeric, differential_mixed_numbers, .timeout = 600)
 	h_unique(db, sizeof(db), "batch_numeric");
 	fixed_values(&stored, dec);
 	random_values(&stored, 120, dec);
-	nstored = insert_values(direct, db, &stored);
+	nstored = insert_values(direct, db, "n", &stored);
+	if (dec)
+		insert_traps(direct, db);
 	/* Queries: the stored values and fresh ones, int 0 and the double 0.5
 	 * often (they met the decimal 0.5 in the leak). */
 	fixed_values(&queried, dec);
@@ -393,8 +458,14 @@ Test(batch_numeric, differential_mixed_numbers, .timeout = 600)
 	for (int i = 0; i < total; i++) {
 		int r = rnd_below(10);
 
-		build_filter(&lk[i].filter, &queried, r < 6 ? 1 : 2 + rnd_below(MAX_IN - 1));
-		run_lookup(direct, db, &lk[i].filter, &lk[i].direct);
+		if (dec && r == 0) {
+			trap_lookup(&lk[i]);
+		} else {
+			lk[i].coll = "n";
+			build_filter(&lk[i].filter, &queried,
+				     r < 6 ? 1 : 2 + rnd_below(MAX_IN - 1));
+		}
+		run_lookup(direct, db, lk[i].coll, &lk[i].filter, &lk[i].direct);
 	}
 	p = proxy_start("pool_size = 2\nbatching = on\nbatch_max_wait_us = 20000\n");
 	pthread_barrier_init(&start, NULL, (unsigned)nthreads);
@@ -433,8 +504,10 @@ Test(batch_numeric, differential_mixed_numbers, .timeout = 600)
 		    (long long)h_get_int(&st, "counters.batch_lookups_merged", -1),
 		    (long long)h_get_int(&st, "counters.batch_fallbacks", -1),
 		    (long long)h_get_int(&st, "counters.batch_getmores", -1));
-	cr_expect_eq(diffs, 0, "%d of %d lookups through the batcher differ from the backend's "
-			       "own answer", diffs, total);
+	cr_expect_eq(diffs, 0,
+		     "%d of %d lookups through the batcher differ from the backend's "
+		     "own answer",
+		     diffs, total);
 	cr_expect_gt(h_get_int(&st, "counters.batch_lookups_merged", 0), total / 4,
 		     "the lookups were not merged: the test proves nothing");
 	bson_destroy(&st);

@@ -119,7 +119,7 @@ static const char *const scalars[] = {
     "{'$numberDouble': '5e-324'}", /* subnormal */
     "{'$numberDecimal': '-0'}",
     "{'$numberDecimal': '1234567890123456'}", /* 16 digits, below 2^53 */
-    "{'$numberDecimal': '1.0E+3'}",		/* integral: 1000 */
+    "{'$numberDecimal': '1.0E+3'}",	      /* integral: 1000 */
     "'abc'",
     "''",
     "'\\u00e9t\\u00e9'",
