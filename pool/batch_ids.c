@@ -30,8 +30,22 @@
 
 /* ---- numbers ---------------------------------------------------------- */
 
+/* A non-canonical Decimal128: a coefficient above 10^34 - 1 (MongoDB reads
+ * it as 0, libbson prints its digits), or the 11 combination form (NaN,
+ * Infinity, or such a coefficient). Never batched. */
+static bool decimal_non_canonical(const bson_decimal128_t *d)
+{
+	/* 10^34 = 0x1ED09BEAD87C0_378D8E6400000000 (high 49 bits, low 64 bits) */
+	const uint64_t p34_hi = 0x1ED09BEAD87C0ULL, p34_lo = 0x378D8E6400000000ULL;
+	uint64_t chi = d->high & 0x1FFFFFFFFFFFFULL;
+
+	if (((d->high >> 61) & 3) == 3)
+		return true;
+	return chi > p34_hi || (chi == p34_hi && d->low >= p34_lo);
+}
+
 /* A Decimal128 that is an integer of magnitude <= 2^53, as an int64. Others
- * (fractions, more digits, NaN, Infinity) are refused. */
+ * (fractions, more digits, NaN, Infinity, non-canonical) are refused. */
 static bool decimal_as_int64(const bson_decimal128_t *d, int64_t *out)
 {
 	char str[BSON_DECIMAL128_STRING], digits[64];
@@ -40,6 +54,8 @@ static bool decimal_as_int64(const bson_decimal128_t *d, int64_t *out)
 	bool neg = false;
 	int64_t v = 0;
 
+	if (decimal_non_canonical(d))
+		return false;
 	bson_decimal128_to_string(d, str);
 	if (*p == '-') {
 		neg = true;
