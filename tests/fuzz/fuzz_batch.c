@@ -210,10 +210,10 @@ static int ref_rank(bson_type_t t)
 		bson_type_t t;
 		int rank;
 	} order[] = {
-	    {BSON_TYPE_MINKEY, 0},    {BSON_TYPE_INT32, 1},	{BSON_TYPE_INT64, 1},
+	    {BSON_TYPE_MINKEY, 0},    {BSON_TYPE_INT32, 1},	 {BSON_TYPE_INT64, 1},
 	    {BSON_TYPE_DOUBLE, 1},    {BSON_TYPE_DECIMAL128, 1}, {BSON_TYPE_UTF8, 2},
-	    {BSON_TYPE_BINARY, 3},    {BSON_TYPE_OID, 4},	{BSON_TYPE_BOOL, 5},
-	    {BSON_TYPE_DATE_TIME, 6}, {BSON_TYPE_TIMESTAMP, 7},	{BSON_TYPE_MAXKEY, 8},
+	    {BSON_TYPE_BINARY, 3},    {BSON_TYPE_OID, 4},	 {BSON_TYPE_BOOL, 5},
+	    {BSON_TYPE_DATE_TIME, 6}, {BSON_TYPE_TIMESTAMP, 7},	 {BSON_TYPE_MAXKEY, 8},
 	};
 
 	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
@@ -312,10 +312,26 @@ static const double special_doubles[] = {
 };
 
 static const char *const special_decimals[] = {
-    "0",	    "-0",	 "0E-6176",	   "0.5",	 "1",		"1.0",
-    "1E+3",	    "10E-1",	 "-5",		   "9007199254740992",	"9007199254740993",
-    "-9007199254740992", "1234567890123456789", "9.999999999999999999999999999999999E+6144",
-    "1E-6176",	    "NaN",	 "Infinity",	   "-Infinity", "5.000",	"100E-2",
+    "0",
+    "-0",
+    "0E-6176",
+    "0.5",
+    "1",
+    "1.0",
+    "1E+3",
+    "10E-1",
+    "-5",
+    "9007199254740992",
+    "9007199254740993",
+    "-9007199254740992",
+    "1234567890123456789",
+    "9.999999999999999999999999999999999E+6144",
+    "1E-6176",
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "5.000",
+    "100E-2",
 };
 
 struct arena {
@@ -393,8 +409,9 @@ static void decode_number(struct input *in, uint8_t t, bson_value_t *v)
 			snprintf(s, sizeof(s), "%dE%d", off / 2, (int8_t)take_u8(in) % 20);
 		else
 			snprintf(s, sizeof(s), "%s",
-				 special_decimals[(uint8_t)off / 2 % (sizeof(special_decimals) /
-								     sizeof(*special_decimals))]);
+				 special_decimals[(uint8_t)off / 2 %
+						  (sizeof(special_decimals) /
+						   sizeof(*special_decimals))]);
 		if (!bson_decimal128_from_string(s, &v->value.v_decimal128))
 			abort();
 		break;
@@ -410,8 +427,8 @@ static void retype(const bson_value_t *src, uint8_t how, bson_value_t *v)
 
 	*v = *src;
 	if (src->value_type == BSON_TYPE_INT32 || src->value_type == BSON_TYPE_INT64) {
-		int64_t i = src->value_type == BSON_TYPE_INT32 ? src->value.v_int32
-							       : src->value.v_int64;
+		int64_t i =
+		    src->value_type == BSON_TYPE_INT32 ? src->value.v_int32 : src->value.v_int64;
 
 		if (how % 3 == 0) {
 			v->value_type = BSON_TYPE_DOUBLE;
@@ -590,8 +607,8 @@ static bool ref_split_ok(const struct batch_ids_doc *docs, int nd,
 	return true;
 }
 
-static void check_split(struct batch_ids_doc *docs, int nd, const struct batch_id_list *const *lists,
-			int nl)
+static void check_split(struct batch_ids_doc *docs, int nd,
+			const struct batch_id_list *const *lists, int nl)
 {
 	bool want = ref_split_ok(docs, nd, lists, nl);
 	bool got = batch_ids_split_ok(docs, nd, lists, nl);
