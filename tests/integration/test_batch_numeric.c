@@ -164,7 +164,8 @@ static void fixed_values(struct values *a, bool dec)
 	add_dbl(a, 1.0);
 	add_dbl(a, INFINITY);
 	add_dbl(a, -INFINITY);
-	add_dbl(a, NAN);
+	if (dec) /* FerretDB fails NaN lookups, unlike each other directly and proxied */
+		add_dbl(a, NAN);
 	add_dbl(a, 5e-324);		     /* smallest subnormal */
 	add_dbl(a, 2.2250738585072009e-308); /* largest subnormal */
 	add_dbl(a, 2.2250738585072014e-308); /* smallest normal */
