@@ -4,10 +4,12 @@
  *
  *   no_getmore_for_a_full_batch   the merged find asked batchSize = number
  *                                 of ids, so a batch that filled exactly
- *                                 left the cursor open and cost a getMore;
- *                                 now batch_getmores stays 0 (and
- *                                 batch_getmores_saved counts the saved
- *                                 round trips)
+ *                                 left the cursor open and cost a getMore
+ *                                 (FerretDB: 40 getMores for 40 merged
+ *                                 queries; mongo-java-server closes such a
+ *                                 cursor itself); now batch_getmores stays
+ *                                 0 and batch_getmores_saved counts the
+ *                                 merged queries closed in their first batch
  *   merged_reply_above_48mb       20-id lookups of 1 MB documents merged
  *                                 into a reply above maxMessageSizeBytes
  *                                 (mongo-java-server sends it regardless):
@@ -115,8 +117,9 @@ static int run_clients(struct proxy *p, const char *db, const char *coll, int nc
 		char app[32];
 
 		snprintf(app, sizeof(app), "limits-%d", i);
-		r[i] = (struct client_run){h_proxy_client(p, app), db, coll, nlookups, per_lookup,
-					   ndocs, (unsigned)(i * 7919 + 1), &start, 0, 0, ""};
+		r[i] = (struct client_run){
+		    h_proxy_client(p, app),   db,     coll, nlookups, per_lookup, ndocs,
+		    (unsigned)(i * 7919 + 1), &start, 0,    0,	      ""};
 		cr_assert_eq(pthread_create(&th[i], NULL, client_main, &r[i]), 0);
 	}
 	for (int i = 0; i < nclients; i++) {
@@ -199,7 +202,9 @@ Test(batch_limits, merged_reply_above_48mb, .timeout = 600)
 
 	h_unique(db, sizeof(db), "batch_limits");
 	load_docs(direct, db, "big", 60, MB);
-	p = proxy_start("pool_size = 2\nbatching = on\nbatch_max_wait_us = 20000\n");
+	/* queue_timeout_ms: a 20 MB lookup takes seconds on a loaded FerretDB */
+	p = proxy_start("pool_size = 2\nbatching = on\nbatch_max_wait_us = 20000\n"
+			"queue_timeout_ms = 300000\n");
 	/* 8 clients x 20 of 60 ids: merged, up to 60 documents of 1 MB */
 	wrong = run_clients(p, db, "big", 8, 3, 20, 60, &errors);
 	proxy_stats(p, &st);

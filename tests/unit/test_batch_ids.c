@@ -84,8 +84,13 @@ Test(batch_ids_compare, int64_against_double_exactly)
 
 Test(batch_ids_value, what_is_compared_exactly)
 {
-	bson_value_t yes[] = {I32(0),	     I64(INT64_MAX), DBL(-0.0), DBL(5e-324),
-			      DBL(-9223372036854775808.0), DEC("0E-6176"), DEC("-9007199254740992"),
+	bson_value_t yes[] = {I32(0),
+			      I64(INT64_MAX),
+			      DBL(-0.0),
+			      DBL(5e-324),
+			      DBL(-9223372036854775808.0),
+			      DEC("0E-6176"),
+			      DEC("-9007199254740992"),
 			      DEC("1.000E+3")};
 	bson_value_t no[] = {DBL(NAN),
 			     DBL(INFINITY),
@@ -111,7 +116,6 @@ Test(batch_ids_value, what_is_compared_exactly)
 }
 
 /* ---- union and split ---------------------------------------------------- */
-
 
 static void make_docs(const bson_value_t *ids, int n, bson_t **store, struct batch_ids_doc *docs)
 {
@@ -140,8 +144,8 @@ static int k_of(const struct batch_ids_doc *d)
 	return bson_iter_int32(&it);
 }
 
-static bool split(bson_value_t *docids, int nd, struct batch_id_list *lists, int nl,
-		  bson_t **store, struct batch_ids_doc *docs)
+static bool split(bson_value_t *docids, int nd, struct batch_id_list *lists, int nl, bson_t **store,
+		  struct batch_ids_doc *docs)
 {
 	const struct batch_id_list *lp[8];
 
