@@ -21,13 +21,7 @@
 
 struct server;
 
-/* Why a find is not batchable. NULL: batchable. */
-const char *batch_classify(const bson_t *find_cmd);
-
-/* MongoDB comparison of two scalar _id values: <0, 0, >0. Numbers compare
- * by value across int32/int64/double/decimal128; other types by type order,
- * then bytes. Only defined for values batch_classify accepts. */
-int batch_compare_ids(const bson_value_t *a, const bson_value_t *b);
+/* Which finds are batchable, the id comparison and the split: batch_ids.h. */
 
 /* Take `req` (a find) into the batcher; false: forward it as is. */
 bool batch_try_submit(struct request *req, const bson_t *body);
@@ -38,6 +32,11 @@ void batch_seal(struct request *batch_req);
 /* A reply for a running batch. */
 struct wire_msg;
 void batch_on_reply(struct server *s, struct request *batch_req, const struct wire_msg *m);
+
+/* The merged reply announced `len` bytes, more than maxMessageSizeBytes:
+ * the server skipped it unread; every lookup is re-run alone and the
+ * namespace's document size estimate is raised. The server is released. */
+void batch_reply_discarded(struct server *s, struct request *batch_req, int64_t len);
 
 /* The batch's backend connection failed: every lookup is re-run alone. */
 void batch_rerun_alone(struct request *batch_req);

@@ -296,20 +296,62 @@ static void handle_reply(struct server *s, struct evbuffer *buf, size_t len)
 		sticky_fence_reply(s);
 }
 
+/* A merged query's reply above the message limit (the backend ignored the
+ * limit it advertised): skip its bytes as they arrive instead of losing the
+ * connection, then let the batcher re-run its lookups alone. Only for a
+ * well-framed OP_MSG answering the batch. Returns false if not applicable. */
+static bool discard_oversized(struct server *s, const uint8_t *hdr, size_t avail, int32_t len)
+{
+	struct wire_header h;
+
+	if (len <= WIRE_MAX_MESSAGE || s->req == NULL || s->req->kind != REQ_BATCH ||
+	    avail < WIRE_HEADER_LEN)
+		return false;
+	wire_read_header(hdr, &h);
+	if (h.opcode != OP_MSG || h.response_to == 0 || h.response_to != s->expect_response_to)
+		return false;
+	s->discard_left = len;
+	batch_reply_discarded(s, s->req, len); /* releases s: replies queue behind */
+	return true;
+}
+
+/* Skip what is buffered of the reply being discarded; true once all is gone. */
+static bool discard_more(struct server *s)
+{
+	size_t avail = evbuffer_get_length(s->sb.in);
+	size_t n = (uint64_t)s->discard_left < avail ? (size_t)s->discard_left : avail;
+
+	evbuffer_drain(s->sb.in, n);
+	s->discard_left -= (int64_t)n;
+	return s->discard_left == 0;
+}
+
 static void read_replies(struct server *s)
 {
 	struct evbuffer *in = s->sb.in;
 
 	while (s->state != SV_JUSTFREE) {
 		size_t avail = evbuffer_get_length(in);
-		const uint8_t *hdr = evbuffer_pullup(in, avail < 4 ? (ssize_t)avail : 4);
+		const uint8_t *hdr;
 		int32_t len = 0;
 		struct evbuffer *msg;
 
+		if (s->discard_left > 0) {
+			if (!discard_more(s))
+				return;
+			continue;
+		}
+		hdr =
+		    evbuffer_pullup(in, avail < WIRE_HEADER_LEN ? (ssize_t)avail : WIRE_HEADER_LEN);
 		switch (wire_frame_check(hdr, avail, &len)) {
 		case WIRE_FRAME_NEED_MORE:
 			return;
 		case WIRE_FRAME_BAD:
+			if (len > WIRE_MAX_MESSAGE && avail < WIRE_HEADER_LEN && s->req != NULL &&
+			    s->req->kind == REQ_BATCH)
+				return; /* wait for the header: maybe a merged reply to skip */
+			if (discard_oversized(s, hdr, avail, len))
+				continue;
 			server_close(s, 6, "HostUnreachable",
 				     "backend sent an invalid messageLength %d", len);
 			return;

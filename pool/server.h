@@ -42,6 +42,7 @@ struct server {
 	struct request *req;	    /* SV_ACTIVE: the exchange in progress */
 	int32_t expect_response_to; /* requestID of the message awaiting a reply, 0: none */
 	bool flush_then_release;    /* moreToCome: release once the bytes are written */
+	int64_t discard_left;	    /* bytes of an oversized merged reply still to skip */
 	uint64_t created_usec;
 	uint64_t idle_since_usec;
 	uint64_t exchange_started_usec;

@@ -43,6 +43,9 @@
 	X(batch_lookups, "Lookups answered through the batcher")                                   \
 	X(batch_lookups_merged, "Lookups that shared a merged query with at least one other")      \
 	X(batch_getmores, "getMore round trips to drain merged queries")                           \
+	X(batch_getmores_saved,                                                                    \
+	  "Merged queries whose first batch held every id and closed the cursor")                  \
+	X(batch_replies_discarded, "Merged replies above maxMessageSizeBytes, skipped unread")     \
 	X(batch_fallbacks, "Lookups re-run alone after their merged query failed or was too big")  \
 	X(cursor_refusals, "getMore/killCursors refused: cursor not owned by the client")          \
 	X(cursor_kills_sent, "killCursors sent by the proxy for the cursors of closed clients")    \

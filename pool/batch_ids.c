@@ -1,0 +1,684 @@
+/*
+ * batch_ids.c — classify, compare, merge and split for the _id batcher
+ * (docs/batching.md). Pure functions over libbson values: no event loop,
+ * no pool, no globals.
+ *
+ *   find ──▶ batch_ids_classify ──▶ batch_ids_list_from_find (sorted, unique)
+ *   members' lists ──▶ batch_ids_union ──▶ the merged $in
+ *   reply documents ──▶ batch_ids_split_ok ──▶ batch_ids_docs_for (per member)
+ *
+ * Exactness: numbers are compared as exact values, int64 against double
+ * without going through a wider float (an int64 and the truncated double
+ * are compared as integers, then the double's fraction decides). Decimal128
+ * values are batched only when they are integers of magnitude <= 2^53 (so
+ * exactly an int64 and a double: every backend that compares through
+ * double, long or exact decimal agrees). Doubles are batched only within
+ * the int64 range [-2^63, 2^63): mongo-java-server converts integral
+ * doubles to int64 saturating (it finds the int64 2^63-1 for the double
+ * 2^63, and its $in [-2^63, -1e300] finds only the first), so beyond it
+ * the merged $in is not the union of the lookups.
+ */
+#include "pool/batch_ids.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DB_NAME_MAX   128
+#define COLL_NAME_MAX 256
+#define TWO_POW_53    9007199254740992LL
+
+/* ---- numbers ---------------------------------------------------------- */
+
+/* A non-canonical Decimal128: a coefficient above 10^34 - 1 (MongoDB reads
+ * it as 0, libbson prints its digits), or the 11 combination form (NaN,
+ * Infinity, or such a coefficient). Never batched. */
+static bool decimal_non_canonical(const bson_decimal128_t *d)
+{
+	/* 10^34 = 0x1ED09BEAD87C0_378D8E6400000000 (high 49 bits, low 64 bits) */
+	const uint64_t p34_hi = 0x1ED09BEAD87C0ULL, p34_lo = 0x378D8E6400000000ULL;
+	uint64_t chi = d->high & 0x1FFFFFFFFFFFFULL;
+
+	if (((d->high >> 61) & 3) == 3)
+		return true;
+	return chi > p34_hi || (chi == p34_hi && d->low >= p34_lo);
+}
+
+/* A Decimal128 that is an integer of magnitude <= 2^53, as an int64. Others
+ * (fractions, more digits, NaN, Infinity, non-canonical) are refused. */
+static bool decimal_as_int64(const bson_decimal128_t *d, int64_t *out)
+{
+	char str[BSON_DECIMAL128_STRING], digits[64];
+	const char *p = str;
+	int nd = 0, exp = 0, start = 0;
+	bool neg = false;
+	int64_t v = 0;
+
+	if (decimal_non_canonical(d))
+		return false;
+	bson_decimal128_to_string(d, str);
+	if (*p == '-') {
+		neg = true;
+		p++;
+	}
+	for (; *p && *p != 'E'; p++) {
+		if (*p == '.') {
+			for (const char *q = p + 1; *q >= '0' && *q <= '9'; q++)
+				exp--;
+			continue;
+		}
+		if (*p < '0' || *p > '9' || nd >= (int)sizeof(digits))
+			return false; /* NaN, Infinity */
+		digits[nd++] = *p;
+	}
+	if (*p == 'E')
+		exp += atoi(p + 1);
+	while (nd > 0 && digits[nd - 1] == '0' && exp < 0) { /* 1.50 -> 15E-1 */
+		nd--;
+		exp++;
+	}
+	while (start < nd && digits[start] == '0')
+		start++;
+	if (start == nd) { /* zero, whatever its exponent or sign */
+		*out = 0;
+		return true;
+	}
+	if (exp < 0 || nd - start + exp > 16) /* 16 digits: below 10^16, fits */
+		return false;
+	for (int i = start; i < nd; i++)
+		v = v * 10 + (digits[i] - '0');
+	for (int i = 0; i < exp; i++)
+		v *= 10;
+	if (v > TWO_POW_53)
+		return false;
+	*out = neg ? -v : v;
+	return true;
+}
+
+/* A number as an exact int64 or a double. */
+struct num {
+	bool is_int;
+	int64_t i;
+	double d;
+};
+
+static struct num to_num(const bson_value_t *v)
+{
+	struct num n = {true, 0, 0.0};
+
+	switch (v->value_type) {
+	case BSON_TYPE_INT32:
+		n.i = v->value.v_int32;
+		break;
+	case BSON_TYPE_INT64:
+		n.i = v->value.v_int64;
+		break;
+	case BSON_TYPE_DOUBLE:
+		n.is_int = false;
+		n.d = v->value.v_double;
+		break;
+	default:
+		if (!decimal_as_int64(&v->value.v_decimal128, &n.i))
+			n.i = 0; /* not batchable: never compared (batch_ids_value_ok) */
+		break;
+	}
+	return n;
+}
+
+/* Exact int64 <=> double for a double that is not NaN: no long double. */
+static int cmp_int_double(int64_t i, double d)
+{
+	int64_t t;
+	double frac;
+
+	if (d >= 9223372036854775808.0) /* 2^63 and above, +inf */
+		return -1;
+	if (d < -9223372036854775808.0) /* below -2^63, -inf */
+		return 1;
+	t = (int64_t)d; /* truncation, in range: exact */
+	if (i != t)
+		return i < t ? -1 : 1;
+	frac = d - (double)t; /* exact: t is d without its fraction bits */
+	return frac > 0 ? -1 : frac < 0 ? 1 : 0;
+}
+
+static int cmp_num(const bson_value_t *a, const bson_value_t *b)
+{
+	struct num x = to_num(a), y = to_num(b);
+
+	if (x.is_int && y.is_int)
+		return x.i < y.i ? -1 : x.i > y.i;
+	if (!x.is_int && !y.is_int) /* -0.0 == 0.0, infinities order naturally */
+		return x.d < y.d ? -1 : x.d > y.d;
+	if (x.is_int)
+		return cmp_int_double(x.i, y.d);
+	return -cmp_int_double(y.i, x.d);
+}
+
+bool batch_ids_value_ok(const bson_value_t *v)
+{
+	int64_t unused;
+
+	switch (v->value_type) {
+	case BSON_TYPE_INT32:
+	case BSON_TYPE_INT64:
+	case BSON_TYPE_UTF8:
+	case BSON_TYPE_OID:
+	case BSON_TYPE_BOOL:
+	case BSON_TYPE_DATE_TIME:
+	case BSON_TYPE_TIMESTAMP:
+	case BSON_TYPE_BINARY:
+	case BSON_TYPE_MINKEY:
+	case BSON_TYPE_MAXKEY:
+		return true;
+	case BSON_TYPE_DOUBLE: /* not NaN, within the int64 range */
+		return v->value.v_double >= -9223372036854775808.0 &&
+		       v->value.v_double < 9223372036854775808.0;
+	case BSON_TYPE_DECIMAL128:
+		return decimal_as_int64(&v->value.v_decimal128, &unused);
+	default:
+		return false;
+	}
+}
+
+static bool scalar_ok(const bson_iter_t *it)
+{
+	return batch_ids_value_ok(bson_iter_value((bson_iter_t *)it));
+}
+
+/* ---- classification --------------------------------------------------- */
+
+/* The _id condition: v, {$eq: v} or {$in: [v...]} (non-empty). Calls `cb`
+ * on each value when given. */
+static const char *classify_id_cond(const bson_iter_t *cond,
+				    void (*cb)(const bson_iter_t *, void *), void *arg)
+{
+	bson_iter_t sub, val;
+	const char *op;
+
+	if (scalar_ok(cond)) {
+		if (cb)
+			cb(cond, arg);
+		return NULL;
+	}
+	if (!BSON_ITER_HOLDS_DOCUMENT(cond) || !bson_iter_recurse(cond, &sub) ||
+	    !bson_iter_next(&sub))
+		return "_id is not a scalar, {$eq} or {$in}";
+	op = bson_iter_key(&sub);
+	val = sub;
+	if (bson_iter_next(&sub))
+		return "_id condition has more than one operator";
+	if (strcmp(op, "$eq") == 0) {
+		if (!scalar_ok(&val))
+			return "$eq value is not a batchable scalar";
+		if (cb)
+			cb(&val, arg);
+		return NULL;
+	}
+	if (strcmp(op, "$in") != 0 || !BSON_ITER_HOLDS_ARRAY(&val) ||
+	    !bson_iter_recurse(&val, &sub))
+		return "_id operator is not $eq or $in";
+	if (!bson_iter_next(&sub))
+		return "empty $in";
+	do {
+		if (!scalar_ok(&sub))
+			return "$in holds a value that is not a batchable scalar";
+		if (cb)
+			cb(&sub, arg);
+	} while (bson_iter_next(&sub));
+	return NULL;
+}
+
+static const char *classify_filter(const bson_iter_t *f)
+{
+	bson_iter_t sub;
+
+	if (!BSON_ITER_HOLDS_DOCUMENT(f) || !bson_iter_recurse(f, &sub) || !bson_iter_next(&sub))
+		return "filter is not a document with _id";
+	if (strcmp(bson_iter_key(&sub), "_id") != 0)
+		return "filter is not on _id alone";
+	{
+		bson_iter_t cond = sub;
+
+		if (bson_iter_next(&sub))
+			return "filter has more than _id";
+		return classify_id_cond(&cond, NULL, NULL);
+	}
+}
+
+/* The projection must keep _id (absent, or _id: 1/true). */
+static const char *classify_projection(const bson_iter_t *p)
+{
+	bson_iter_t sub;
+
+	if (!BSON_ITER_HOLDS_DOCUMENT(p) || !bson_iter_recurse(p, &sub))
+		return "projection is not a document";
+	while (bson_iter_next(&sub)) {
+		const char *k = bson_iter_key(&sub);
+
+		if (strncmp(k, "_id", 3) != 0)
+			continue;
+		if (strcmp(k, "_id") != 0 ||
+		    !(BSON_ITER_HOLDS_NUMBER(&sub) || BSON_ITER_HOLDS_BOOL(&sub)) ||
+		    !bson_iter_as_bool(&sub))
+			return "projection does not keep _id as is";
+	}
+	return NULL;
+}
+
+static const char *classify_read_concern(const bson_iter_t *rc)
+{
+	bson_iter_t sub;
+
+	if (!BSON_ITER_HOLDS_DOCUMENT(rc) || !bson_iter_recurse(rc, &sub))
+		return "readConcern is not a document";
+	while (bson_iter_next(&sub)) {
+		const char *k = bson_iter_key(&sub);
+
+		if (strcmp(k, "afterClusterTime") == 0 || strcmp(k, "atClusterTime") == 0)
+			return "causally consistent or point-in-time read";
+		if (strcmp(k, "level") == 0 && BSON_ITER_HOLDS_UTF8(&sub) &&
+		    strcmp(bson_iter_utf8(&sub, NULL), "snapshot") == 0)
+			return "snapshot read concern";
+	}
+	return NULL;
+}
+
+/* Number of distinct ids the filter names (after classify accepted it). */
+static void count_cb(const bson_iter_t *it, void *arg)
+{
+	(void)it;
+	(*(int *)arg)++;
+}
+
+static int count_ids(const bson_iter_t *filter)
+{
+	bson_iter_t sub;
+	int nids = 0;
+
+	if (bson_iter_recurse(filter, &sub) && bson_iter_next(&sub))
+		classify_id_cond(&sub, count_cb, &nids); /* counts duplicates too: conservative */
+	return nids;
+}
+
+static const char *classify_limit(const bson_iter_t *limit, const bson_iter_t *filter)
+{
+	int64_t n;
+
+	if (!BSON_ITER_HOLDS_NUMBER(limit))
+		return "limit is not a number";
+	n = bson_iter_as_int64(limit);
+	if (n == 0)
+		return NULL;
+	if (n < 0)
+		return "negative limit";
+	return n >= count_ids(filter) ? NULL : "limit could cut the result";
+}
+
+/* mongod's first batch holds 101 documents unless batchSize says otherwise. */
+#define DEFAULT_FIRST_BATCH 101
+
+/* singleBatch returns one batch only: its size then acts as a limit. */
+static const char *classify_single_batch(const bson_iter_t *batch_size, bool have_batch_size,
+					 const bson_iter_t *filter)
+{
+	int64_t n = have_batch_size ? bson_iter_as_int64(batch_size) : DEFAULT_FIRST_BATCH;
+
+	return n >= count_ids(filter) ? NULL
+				      : "singleBatch with a batch size that could cut the result";
+}
+
+/* A collection or database name the batcher can carry as a C string. */
+static bool plain_name(const bson_iter_t *it, size_t room)
+{
+	uint32_t len;
+	const char *str = bson_iter_utf8(it, &len);
+
+	return str != NULL && len > 0 && len < room && strlen(str) == len;
+}
+
+/* Type checks for the keys mongod would reject: forward those, don't answer. */
+static const char *classify_types(const char *k, const bson_iter_t *it)
+{
+	if ((strcmp(k, "batchSize") == 0 || strcmp(k, "maxTimeMS") == 0) &&
+	    (!BSON_ITER_HOLDS_NUMBER(it) || bson_iter_as_int64(it) < 0))
+		return "batchSize/maxTimeMS is not a non-negative number";
+	if ((strcmp(k, "lsid") == 0 || strcmp(k, "$readPreference") == 0) &&
+	    !BSON_ITER_HOLDS_DOCUMENT(it))
+		return "lsid/$readPreference is not a document";
+	if (strcmp(k, "$db") == 0 && !(BSON_ITER_HOLDS_UTF8(it) && plain_name(it, DB_NAME_MAX)))
+		return "$db is not a plain name";
+	if (strcmp(k, "singleBatch") == 0 && !BSON_ITER_HOLDS_BOOL(it))
+		return "singleBatch is not a bool";
+	return NULL;
+}
+
+/* Keys a batchable find may carry; everything else disqualifies it. */
+static const char *const allowed_keys[] = {
+    "find", "filter",	    "projection",      "limit",	      "singleBatch", "batchSize", "$db",
+    "lsid", "$clusterTime", "$readPreference", "readConcern", "maxTimeMS",   NULL};
+
+/* Index of k in allowed_keys, -1 if absent. */
+static int allowed(const char *k)
+{
+	for (int i = 0; allowed_keys[i]; i++)
+		if (strcmp(allowed_keys[i], k) == 0)
+			return i;
+	return -1;
+}
+
+const char *batch_ids_classify(const bson_t *cmd)
+{
+	bson_iter_t it, filter = {0}, limit = {0}, batch_size = {0};
+	bool have_filter = false, have_limit = false, have_batch_size = false, single = false;
+	unsigned seen = 1; /* bit i: allowed_keys[i] met ("find" is first) */
+	const char *why;
+
+	if (!bson_iter_init(&it, cmd) || !bson_iter_next(&it) ||
+	    strcmp(bson_iter_key(&it), "find") != 0 || !BSON_ITER_HOLDS_UTF8(&it) ||
+	    !plain_name(&it, COLL_NAME_MAX))
+		return "not a find on a plainly named collection";
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+		int idx = allowed(k);
+
+		if (idx < 0)
+			return k; /* sort, skip, hint, collation, txnNumber, ... */
+		if (seen & (1u << idx))
+			return "a key appears twice"; /* mongod refuses such commands */
+		seen |= 1u << idx;
+		if ((why = classify_types(k, &it)))
+			return why;
+		if (strcmp(k, "filter") == 0) {
+			filter = it;
+			have_filter = true;
+		} else if (strcmp(k, "limit") == 0) {
+			limit = it;
+			have_limit = true;
+		} else if (strcmp(k, "projection") == 0 && (why = classify_projection(&it))) {
+			return why;
+		} else if (strcmp(k, "readConcern") == 0 && (why = classify_read_concern(&it))) {
+			return why;
+		} else if (strcmp(k, "batchSize") == 0) {
+			batch_size = it;
+			have_batch_size = true;
+		} else if (strcmp(k, "singleBatch") == 0) {
+			single = bson_iter_bool(&it);
+		}
+	}
+	if (!have_filter)
+		return "no filter";
+	if ((why = classify_filter(&filter)))
+		return why;
+	if (have_limit && (why = classify_limit(&limit, &filter)))
+		return why;
+	if (single && (why = classify_single_batch(&batch_size, have_batch_size, &filter)))
+		return why;
+	return NULL;
+}
+
+/* ---- comparison ----------------------------------------------------- */
+
+/* ---- comparison ------------------------------------------------------- */
+
+static int type_rank(bson_type_t t)
+{
+	switch (t) {
+	case BSON_TYPE_MINKEY:
+		return 1;
+	case BSON_TYPE_INT32:
+	case BSON_TYPE_INT64:
+	case BSON_TYPE_DOUBLE:
+	case BSON_TYPE_DECIMAL128:
+		return 10;
+	case BSON_TYPE_UTF8:
+		return 15;
+	case BSON_TYPE_BINARY:
+		return 30;
+	case BSON_TYPE_OID:
+		return 35;
+	case BSON_TYPE_BOOL:
+		return 40;
+	case BSON_TYPE_DATE_TIME:
+		return 45;
+	case BSON_TYPE_TIMESTAMP:
+		return 47;
+	case BSON_TYPE_MAXKEY:
+		return 100;
+	default:
+		return 1000;
+	}
+}
+
+static int cmp_bytes(const void *a, uint32_t alen, const void *b, uint32_t blen)
+{
+	uint32_t n = alen < blen ? alen : blen;
+	int c = n ? memcmp(a, b, n) : 0; /* empty BinData has no data pointer */
+
+	if (c != 0)
+		return c < 0 ? -1 : 1;
+	return alen < blen ? -1 : alen > blen ? 1 : 0;
+}
+
+static int cmp_u32(uint32_t a, uint32_t b)
+{
+	return a < b ? -1 : a > b;
+}
+
+int batch_ids_compare(const bson_value_t *a, const bson_value_t *b)
+{
+	int ra = type_rank(a->value_type), rb = type_rank(b->value_type);
+
+	if (ra != rb)
+		return ra < rb ? -1 : 1;
+	switch (a->value_type) {
+	case BSON_TYPE_INT32:
+	case BSON_TYPE_INT64:
+	case BSON_TYPE_DOUBLE:
+	case BSON_TYPE_DECIMAL128:
+		return cmp_num(a, b);
+	case BSON_TYPE_UTF8:
+		return cmp_bytes(a->value.v_utf8.str, a->value.v_utf8.len, b->value.v_utf8.str,
+				 b->value.v_utf8.len);
+	case BSON_TYPE_BINARY: /* length, then subtype, then bytes */
+		if (a->value.v_binary.data_len != b->value.v_binary.data_len)
+			return cmp_u32(a->value.v_binary.data_len, b->value.v_binary.data_len);
+		if (a->value.v_binary.subtype != b->value.v_binary.subtype)
+			return a->value.v_binary.subtype < b->value.v_binary.subtype ? -1 : 1;
+		return cmp_bytes(a->value.v_binary.data, a->value.v_binary.data_len,
+				 b->value.v_binary.data, b->value.v_binary.data_len);
+	case BSON_TYPE_OID:
+		return cmp_bytes(a->value.v_oid.bytes, 12, b->value.v_oid.bytes, 12);
+	case BSON_TYPE_BOOL:
+		return (int)a->value.v_bool - (int)b->value.v_bool;
+	case BSON_TYPE_DATE_TIME:
+		return a->value.v_datetime < b->value.v_datetime
+			   ? -1
+			   : a->value.v_datetime > b->value.v_datetime;
+	case BSON_TYPE_TIMESTAMP:
+		if (a->value.v_timestamp.timestamp != b->value.v_timestamp.timestamp)
+			return cmp_u32(a->value.v_timestamp.timestamp,
+				       b->value.v_timestamp.timestamp);
+		return cmp_u32(a->value.v_timestamp.increment, b->value.v_timestamp.increment);
+	default: /* minKey, maxKey: one value each */
+		return 0;
+	}
+}
+
+/* ---- id lists and the union -------------------------------------------- */
+
+static int cmp_values_qsort(const void *a, const void *b)
+{
+	return batch_ids_compare(a, b);
+}
+
+/* By value, then by type: the same value in the same type ends up adjacent. */
+static int cmp_values_typed_qsort(const void *a, const void *b)
+{
+	const bson_value_t *x = a, *y = b;
+	int c = batch_ids_compare(x, y);
+
+	if (c != 0)
+		return c;
+	return x->value_type < y->value_type ? -1 : x->value_type > y->value_type;
+}
+
+struct collect {
+	struct batch_id_list *l;
+	int cap;
+};
+
+static void collect_cb(const bson_iter_t *it, void *arg)
+{
+	struct collect *c = arg;
+
+	if (c->l->n == c->cap) {
+		c->cap = c->cap ? c->cap * 2 : 4;
+		c->l->ids = realloc(c->l->ids, (size_t)c->cap * sizeof(bson_value_t));
+		if (c->l->ids == NULL)
+			abort();
+	}
+	bson_value_copy(bson_iter_value((bson_iter_t *)it), &c->l->ids[c->l->n++]);
+}
+
+void batch_ids_list_from_find(const bson_t *cmd, struct batch_id_list *out)
+{
+	struct collect c = {out, 0};
+	bson_iter_t it, sub;
+	int n = 0;
+
+	out->ids = NULL;
+	out->n = 0;
+	if (bson_iter_init_find(&it, cmd, "filter") && bson_iter_recurse(&it, &sub) &&
+	    bson_iter_next(&sub))
+		(void)classify_id_cond(&sub, collect_cb, &c);
+	if (out->n > 1)
+		qsort(out->ids, (size_t)out->n, sizeof(*out->ids), cmp_values_qsort);
+	for (int i = 0; i < out->n; i++) { /* drop duplicates under MongoDB equality */
+		if (n > 0 && batch_ids_compare(&out->ids[n - 1], &out->ids[i]) == 0) {
+			bson_value_destroy(&out->ids[i]);
+			continue;
+		}
+		out->ids[n++] = out->ids[i];
+	}
+	out->n = n;
+}
+
+void batch_ids_list_free(struct batch_id_list *l)
+{
+	for (int i = 0; i < l->n; i++)
+		bson_value_destroy(&l->ids[i]);
+	free(l->ids);
+	l->ids = NULL;
+	l->n = 0;
+}
+
+int batch_ids_union(const struct batch_id_list *const *lists, int nlists, bson_value_t *out)
+{
+	int n = 0, u = 0;
+
+	for (int k = 0; k < nlists; k++)
+		for (int i = 0; i < lists[k]->n; i++)
+			out[n++] = lists[k]->ids[i];
+	if (n > 1)
+		qsort(out, (size_t)n, sizeof(*out), cmp_values_typed_qsort);
+	for (int i = 0; i < n; i++) {
+		if (u > 0 && out[u - 1].value_type == out[i].value_type &&
+		    batch_ids_compare(&out[u - 1], &out[i]) == 0)
+			continue;
+		out[u++] = out[i];
+	}
+	return u;
+}
+
+/* ---- splitting the reply ------------------------------------------------ */
+
+bool batch_ids_doc_init(struct batch_ids_doc *d, const uint8_t *data, uint32_t len)
+{
+	bson_t view;
+	bson_iter_t it;
+
+	if (!bson_init_static(&view, data, len) || !bson_iter_init_find(&it, &view, "_id"))
+		return false;
+	d->data = data;
+	d->len = len;
+	d->id = *bson_iter_value(&it); /* a view into data */
+	return true;
+}
+
+static int cmp_docs_qsort(const void *a, const void *b)
+{
+	return batch_ids_compare(&((const struct batch_ids_doc *)a)->id,
+				 &((const struct batch_ids_doc *)b)->id);
+}
+
+/* Index of the document whose _id equals id, -1 if none (docs sorted). */
+static int find_doc(const struct batch_ids_doc *docs, int ndocs, const bson_value_t *id)
+{
+	int lo = 0, hi = ndocs;
+
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+		int c = batch_ids_compare(&docs[mid].id, id);
+
+		if (c == 0)
+			return mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+/* Every _id comparable exactly. */
+static bool ids_comparable(const struct batch_ids_doc *docs, int ndocs)
+{
+	for (int j = 0; j < ndocs; j++)
+		if (!batch_ids_value_ok(&docs[j].id))
+			return false; /* e.g. the decimal 0.5 for the double 0.5 */
+	return true;
+}
+
+bool batch_ids_split_ok(struct batch_ids_doc *docs, int ndocs,
+			const struct batch_id_list *const *lists, int nlists)
+{
+	bool *claimed, ok = true;
+
+	if (!ids_comparable(docs, ndocs))
+		return false;
+	if (ndocs > 1)
+		qsort(docs, (size_t)ndocs, sizeof(*docs), cmp_docs_qsort);
+	for (int j = 1; j < ndocs; j++)
+		if (batch_ids_compare(&docs[j - 1].id, &docs[j].id) == 0)
+			return false; /* the backend's equality is not ours */
+	claimed = calloc((size_t)ndocs + 1, sizeof(bool));
+	if (claimed == NULL)
+		abort();
+	for (int k = 0; k < nlists; k++)
+		for (int i = 0; i < lists[k]->n; i++) {
+			int j = find_doc(docs, ndocs, &lists[k]->ids[i]);
+
+			if (j >= 0)
+				claimed[j] = true;
+		}
+	for (int j = 0; j < ndocs; j++)
+		if (!claimed[j])
+			ok = false; /* a document nobody asked for: collation, view, quirk */
+	free(claimed);
+	return ok;
+}
+
+int batch_ids_docs_for(const struct batch_ids_doc *docs, int ndocs, const struct batch_id_list *l,
+		       int *out)
+{
+	int n = 0;
+
+	for (int i = 0; i < l->n; i++) { /* ids ascending: so are their documents */
+		int j = find_doc(docs, ndocs, &l->ids[i]);
+
+		if (j >= 0)
+			out[n++] = j;
+	}
+	return n;
+}

@@ -1,0 +1,70 @@
+/*
+ * batch_sizes.c — per-namespace largest document size seen by the batcher
+ * (a small table, least recently observed entry replaced).
+ */
+#include "pool/batch_sizes.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define NS_MAX		 400
+#define TABLE_SIZE	 64
+#define REPLY_ENVELOPE	 (64 * 1024) /* cursor, ns, $clusterTime, array keys */
+#define PER_DOC_OVERHEAD 16	     /* array key and type byte per document */
+
+/* One namespace's figure. Rules: ns is "db.coll" (empty: free slot);
+ * max_doc only grows; last_use orders replacement. */
+struct ns_size {
+	char ns[NS_MAX];
+	uint32_t max_doc;
+	uint64_t last_use;
+};
+
+static struct ns_size table[TABLE_SIZE];
+static uint64_t use_clock;
+
+static struct ns_size *lookup(const char *db, const char *coll, int create)
+{
+	char ns[NS_MAX];
+	struct ns_size *victim = &table[0];
+
+	snprintf(ns, sizeof(ns), "%s.%s", db, coll);
+	for (int i = 0; i < TABLE_SIZE; i++) {
+		if (table[i].ns[0] != '\0' && strcmp(table[i].ns, ns) == 0)
+			return &table[i];
+		if (table[i].last_use < victim->last_use)
+			victim = &table[i];
+	}
+	if (!create)
+		return NULL;
+	memcpy(victim->ns, ns, sizeof(ns));
+	victim->max_doc = 0;
+	return victim;
+}
+
+uint32_t batch_sizes_get(const char *db, const char *coll)
+{
+	struct ns_size *e = lookup(db, coll, 0);
+
+	return e ? e->max_doc : 0;
+}
+
+void batch_sizes_observe(const char *db, const char *coll, uint32_t len)
+{
+	struct ns_size *e = lookup(db, coll, 1);
+
+	e->last_use = ++use_clock;
+	if (len > e->max_doc)
+		e->max_doc = len;
+}
+
+int batch_sizes_docs_fitting(uint32_t per_doc, int32_t max_message)
+{
+	int64_t room = (int64_t)max_message - REPLY_ENVELOPE;
+	int64_t n;
+
+	if (per_doc == 0)
+		return INT32_MAX;
+	n = room / ((int64_t)per_doc + PER_DOC_OVERHEAD);
+	return n < 1 ? 1 : n > INT32_MAX ? INT32_MAX : (int)n;
+}
