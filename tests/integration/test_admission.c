@@ -1561,10 +1561,10 @@ Test(admission, queue_timeout_refuses_with_labels, .timeout = 60)
 
 /* ================================================================ (e) pymongo */
 
-/* Run `python RETRY_SCRIPT uri --expect expect`, output (stdout+stderr) into
+/* Run `python RETRY_SCRIPT uri --expect expect --mock mock_uri`, output (stdout+stderr) into
  * out; returns the wait status, or -1 when it had to be killed. */
-static int run_retry_script(const char *python, const char *uri, const char *expect, char *out,
-			    size_t outlen, int timeout_ms)
+static int run_retry_script(const char *python, const char *uri, const char *expect,
+			    const char *mock_uri, char *out, size_t outlen, int timeout_ms)
 {
 	int pipefd[2], st = -1;
 	size_t got = 0;
@@ -1583,7 +1583,8 @@ static int run_retry_script(const char *python, const char *uri, const char *exp
 		dup2(pipefd[1], 1);
 		dup2(pipefd[1], 2);
 		close_fds_above(3);
-		execl(python, python, RETRY_SCRIPT, uri, "--expect", expect, (char *)NULL);
+		execl(python, python, RETRY_SCRIPT, uri, "--expect", expect, "--mock", mock_uri,
+		      (char *)NULL);
 		fprintf(stderr, "exec %s: %s\n", python, strerror(errno));
 		_exit(127);
 	}
@@ -1622,7 +1623,11 @@ static void pymongo_overload_case(const char *python, const char *expect)
 	struct mock *m = mock_start(9);
 	struct proxy *p = proxy_on_mock(m, "pool_size = 1\nmax_queue = 1\n");
 	char *out = calloc(1, 65536);
-	int st = run_retry_script(python, p->uri, expect, out, 65536, 120000);
+	char mock_uri[64];
+	int st;
+
+	snprintf(mock_uri, sizeof(mock_uri), "mongodb://127.0.0.1:%d/", m->port);
+	st = run_retry_script(python, p->uri, expect, mock_uri, out, 65536, 120000);
 
 	cr_log_info("retry_pymongo.py (%s, --expect %s):\n%s", python, expect, out);
 	proxy_assert_alive(p, "during retry_pymongo.py");
