@@ -20,6 +20,7 @@ JAVA_SRC="$ROOT/tests/backend/java"
 JAR="$CACHE/mongoplex-testserver.jar"
 FERRETDB_VERSION="v1.24.2"
 FERRETDB="$CACHE/bin/ferretdb"
+PYTHON3=/usr/bin/python3
 START_TIMEOUT="${MONGOPLEX_START_TIMEOUT:-60}"
 
 die() { echo "backend.sh: $*" >&2; exit 1; }
@@ -65,12 +66,22 @@ build_ferretdb() {
   go="$(find_go)" || { log "no Go >= 1.22 found (PATH, /usr/lib/go-1.2x; scripts/install-deps.sh test installs golang-1.23)"; return 1; }
   gover="$(GOTOOLCHAIN=local "$go" env GOVERSION)"; gover="${gover#go}"
   log "building FerretDB $FERRETDB_VERSION with $go ($gover; go mod download + go build)..."
-  local json mod src="$CACHE/ferretdb-src" want
+  local json mod zip src="$CACHE/ferretdb-src" want
   json="$(cd / && GOTOOLCHAIN=local "$go" mod download -json "github.com/FerretDB/FerretDB@$FERRETDB_VERSION" 2>&1)" || true
   mod="$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$json")"
-  [[ -n "$mod" && -d "$mod" ]] || { log "go mod download failed: $json"; return 1; }
-  rm -rf "$src"; mkdir -p "$CACHE/bin"
-  cp -r "$mod" "$src" && chmod -R u+w "$src" || return 1
+  rm -rf "$src" "$src.unzip"; mkdir -p "$CACHE/bin"
+  if [[ -n "$mod" && -d "$mod" ]]; then
+    cp -r "$mod" "$src" && chmod -R u+w "$src" || return 1
+  elif zip="$(sed -n 's/^[[:space:]]*"Zip": "\(.*\)",$/\1/p' <<<"$json")" && [[ -f "$zip" ]]; then
+    # An older go downloads and verifies the module (go.sum database) but
+    # refuses to unpack one whose go.mod wants a newer go: unpack its zip here.
+    log "go $gover did not unpack the module (its go.mod wants a newer go); using $zip"
+    "$PYTHON3" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' \
+      "$zip" "$src.unzip" || return 1
+    mv "$src.unzip/github.com/FerretDB/FerretDB@$FERRETDB_VERSION" "$src" && rm -rf "$src.unzip"
+  else
+    log "go mod download failed: $json"; return 1
+  fi
   echo "$FERRETDB_VERSION" > "$src/build/version/version.txt"
   want="$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$src/go.mod")"
   if ! version_ge "$gover" "$want"; then
