@@ -57,6 +57,7 @@ cpu_run() {
 
 demo_run() {
   echo "== mongoplex is listening at $MONGOPLEX_PROXY_URI (pool_size = 8, batching on, batch_max_ids = 100: see docs/benchmark-results.md)"
+  echo "== measuring direct and through mongoplex, taking turns (about a minute; progress in $OUT/progress.log)"
   "$BENCH" run --path "direct=$MONGOPLEX_DIRECT_URI" --path "mongoplex=$MONGOPLEX_PROXY_URI" \
     --docs "$DOCS" --threads "$THREADS" --ids "$IDS" --queries "$QUERIES" --repeat 1 \
     --warmup 100 --json "$OUT/demo.json" 2>>"$OUT/progress.log" | tee "$OUT/report.txt"
