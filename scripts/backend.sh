@@ -25,6 +25,7 @@ JAVA_SRC="$ROOT/tests/backend/java"
 JAR="$CACHE/mongoplex-testserver.jar"
 FERRETDB_VERSION="v1.24.2"
 FERRETDB="$CACHE/bin/ferretdb"
+PYTHON3=/usr/bin/python3
 START_TIMEOUT="${MONGOPLEX_START_TIMEOUT:-60}"
 
 die() { echo "backend.sh: $*" >&2; exit 1; }
@@ -56,26 +57,63 @@ build_java() {
 # panics at start: the release module lacks build/version/version.txt (normally made by
 # FerretDB's own `task gen-version`). So: fetch the module through the Go module proxy
 # (go mod download), copy it, write version.txt, and `go build` the cmd from the copy.
+#
+# Go: the first go >= 1.22 of PATH's `go` and Debian's /usr/lib/go-1.2x/bin/go
+# (golang-1.23 from bookworm-backports, installed by scripts/install-deps.sh test);
+# never a downloaded toolchain (GOTOOLCHAIN=local). FerretDB v1.24.2's go.mod says
+# `go 1.24` but builds with 1.23: in the build copy the directive is lowered to the
+# Go in use when that is older.
 build_ferretdb() {
   # grep without -q reads all of --version: an early exit could SIGPIPE ferretdb, and
   # pipefail would then take the cached binary for missing and rebuild it.
   if [[ -x "$FERRETDB" ]] && "$FERRETDB" --version 2>/dev/null | grep "version: $FERRETDB_VERSION" >/dev/null; then
     return 0
   fi
-  command -v go >/dev/null || { log "go not found"; return 1; }
-  log "building FerretDB $FERRETDB_VERSION (go mod download + go build)..."
-  local json mod src="$CACHE/ferretdb-src"
-  json="$(cd / && go mod download -json "github.com/FerretDB/FerretDB@$FERRETDB_VERSION" 2>&1)" || true
+  local go gover
+  go="$(find_go)" || { log "no Go >= 1.22 found (PATH, /usr/lib/go-1.2x; scripts/install-deps.sh test installs golang-1.23)"; return 1; }
+  gover="$(GOTOOLCHAIN=local "$go" env GOVERSION)"; gover="${gover#go}"
+  log "building FerretDB $FERRETDB_VERSION with $go ($gover; go mod download + go build)..."
+  local json mod zip src="$CACHE/ferretdb-src" want
+  json="$(cd / && GOTOOLCHAIN=local "$go" mod download -json "github.com/FerretDB/FerretDB@$FERRETDB_VERSION" 2>&1)" || true
   mod="$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$json")"
-  [[ -n "$mod" && -d "$mod" ]] || { log "go mod download failed: $json"; return 1; }
-  rm -rf "$src"; mkdir -p "$CACHE/bin"
-  cp -r "$mod" "$src" && chmod -R u+w "$src" || return 1
+  rm -rf "$src" "$src.unzip"; mkdir -p "$CACHE/bin"
+  if [[ -n "$mod" && -d "$mod" ]]; then
+    cp -r "$mod" "$src" && chmod -R u+w "$src" || return 1
+  elif zip="$(sed -n 's/^[[:space:]]*"Zip": "\(.*\)",$/\1/p' <<<"$json")" && [[ -f "$zip" ]]; then
+    # An older go downloads and verifies the module (go.sum database) but
+    # refuses to unpack one whose go.mod wants a newer go: unpack its zip here.
+    log "go $gover did not unpack the module (its go.mod wants a newer go); using $zip"
+    "$PYTHON3" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' \
+      "$zip" "$src.unzip" || return 1
+    mv "$src.unzip/github.com/FerretDB/FerretDB@$FERRETDB_VERSION" "$src" && rm -rf "$src.unzip"
+  else
+    log "go mod download failed: $json"; return 1
+  fi
   echo "$FERRETDB_VERSION" > "$src/build/version/version.txt"
+  want="$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$src/go.mod")"
+  if ! version_ge "$gover" "$want"; then
+    log "go.mod wants go $want; lowering it to $gover in the build copy"
+    (cd "$src" && GOTOOLCHAIN=local "$go" mod edit -go="$gover" -toolchain=none) >&2 || return 1
+  fi
   # -buildvcs=false: the copy may sit inside this repo's git tree; don't stamp our commit.
-  (cd "$src" && GOWORK=off go build -buildvcs=false -trimpath -o "$FERRETDB.tmp" ./cmd/ferretdb) >&2 || return 1
+  (cd "$src" && GOWORK=off GOTOOLCHAIN=local "$go" build -buildvcs=false -trimpath -o "$FERRETDB.tmp" ./cmd/ferretdb) >&2 || return 1
   mv "$FERRETDB.tmp" "$FERRETDB"
   rm -rf "$src"
   log "built $FERRETDB"
+}
+
+# True when dotted version $1 >= $2 (1.23.5 >= 1.22).
+version_ge() { [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n 1)" == "$2" ]]; }
+
+# Prints the path of a go >= 1.22, preferring the one on PATH.
+find_go() {
+  local g v
+  for g in "$(command -v go 2>/dev/null || true)" /usr/lib/go-1.2[2-9]/bin/go; do
+    [[ -n "$g" && -x "$g" ]] || continue
+    v="$(GOTOOLCHAIN=local "$g" env GOVERSION 2>/dev/null)" || continue
+    if version_ge "${v#go}" 1.22; then echo "$g"; return 0; fi
+  done
+  return 1
 }
 
 # Run a build step holding the cache lock, so parallel starts on a cold cache build once.

@@ -6,10 +6,16 @@
 #                              integration suite again against FerretDB
 #   scripts/test.sh --asan     the same under AddressSanitizer + UBSan
 #
+# Nothing is skipped silently: the FerretDB pass not running (FerretDB did not
+# build or start) makes the script exit non-zero unless it was opted out of.
+#
 # Environment:
 #   MONGOPLEX_TEST_URI=mongodb://host:port/   run against this server (e.g. a
-#       real mongod) instead of starting mongo-java-server; FerretDB pass skipped
-#   MONGOPLEX_SKIP_FERRETDB=1                 skip the FerretDB pass
+#       real mongod) instead of starting mongo-java-server; no FerretDB pass
+#       (said so at the end)
+#   MONGOPLEX_SKIP_FERRETDB=1                 opt out of the FerretDB pass
+#       (.ci/run's ASan pass does: the Debug pass covers FerretDB)
+#   MONGOPLEX_SKIP_INSTALL=1                  do not run scripts/install-deps.sh
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,7 +31,7 @@ if [ "${1:-}" = "--asan" ]; then
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 fi
 
-scripts/install-deps.sh
+[ -n "${MONGOPLEX_SKIP_INSTALL:-}" ] || scripts/install-deps.sh test package
 cmake -S . -B "$builddir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" >/dev/null
 ninja -C "$builddir"
 export MONGOPLEX_BIN="$ROOT/$builddir/mongoplex"
@@ -37,26 +43,39 @@ cleanup() {
 }
 trap cleanup EXIT
 
-ferret=0
+ferret=0 ferret_note=""
 if [ -z "${MONGOPLEX_TEST_URI:-}" ]; then
   MONGOPLEX_TEST_URI="$(scripts/backend.sh start java "$work/java")"
   export MONGOPLEX_TEST_URI
   export MONGOPLEX_TEST_BACKEND=mongo-java-server
-  [ -n "${MONGOPLEX_SKIP_FERRETDB:-}" ] || ferret=1
+  if [ -n "${MONGOPLEX_SKIP_FERRETDB:-}" ]; then
+    ferret_note="not run: MONGOPLEX_SKIP_FERRETDB=$MONGOPLEX_SKIP_FERRETDB"
+  else
+    ferret=1
+  fi
 else
   export MONGOPLEX_TEST_BACKEND="${MONGOPLEX_TEST_BACKEND:-external}"
+  ferret_note="not run: MONGOPLEX_TEST_URI names the server under test"
 fi
 echo "== suite against $MONGOPLEX_TEST_BACKEND at $MONGOPLEX_TEST_URI ($build_type)"
-(cd "$builddir" && ctest --output-on-failure "${ctest_args[@]}")
+rc=0
+(cd "$builddir" && ctest --output-on-failure "${ctest_args[@]}") || rc=$?
 
 if [ "$ferret" = 1 ]; then
-  if ferr="$(scripts/backend.sh build ferretdb 2>&1)"; then
-    MONGOPLEX_TEST_URI="$(scripts/backend.sh start ferretdb "$work/ferretdb")"
+  if ferr="$(scripts/backend.sh build ferretdb 2>&1)" &&
+     uri="$(scripts/backend.sh start ferretdb "$work/ferretdb" 2>"$work/ferretdb-start.err")"; then
+    MONGOPLEX_TEST_URI="$uri"
     export MONGOPLEX_TEST_URI MONGOPLEX_TEST_BACKEND=ferretdb
     echo "== integration suite against FerretDB at $MONGOPLEX_TEST_URI"
-    (cd "$builddir" && ctest --output-on-failure -R '^integration$')
+    (cd "$builddir" && ctest --output-on-failure -R '^integration$') || rc=$?
+    ferret_note="ran"
   else
-    echo "== SKIPPED FerretDB pass: FerretDB did not build:"
-    echo "$ferr" | tail -5
+    echo "== FAILED: the FerretDB pass could not run (set MONGOPLEX_SKIP_FERRETDB=1 to opt out):"
+    { echo "$ferr"; cat "$work/ferretdb-start.err" 2>/dev/null; } | tail -n 8 | sed 's/^/   /'
+    ferret_note="FAILED to run"
+    rc=1
   fi
 fi
+echo "== FerretDB pass: $ferret_note"
+echo "== scripts/test.sh ($build_type): $([ "$rc" = 0 ] && echo PASSED || echo "FAILED (exit $rc)")"
+exit "$rc"

@@ -17,6 +17,14 @@ Behaviour:
                        runs one handler at a time); if the proxy has closed
                        the connection by then (query_timeout_ms), the late
                        reply is dropped
+  a command on a collection named "h_<KEY>_<anything>"
+                       held (not answered) until a {mockRelease: "<KEY>"}
+                       command arrives (on another connection: the proxy's
+                       own one is busy with the held request), then answered;
+                       once KEY is released, later ones are answered at once.
+                       So a test can keep the proxy's pool busy for exactly as
+                       long as it needs, with no timing involved.
+  mockRelease: KEY     releases KEY; {ok: 1, released: <held replies sent>}
   find                 {cursor: {id: 0, ns, firstBatch: [{_id: 1, coll, n}]}}
                        where n echoes filter.n (null when absent)
   insert               {n: <number of documents>}
@@ -34,6 +42,7 @@ import time
 from mockupdb import MockupDB
 
 DELAYED = re.compile(r"^d(\d+)_")
+HELD = re.compile(r"^h_([A-Za-z0-9]+)_")
 
 
 def main():
@@ -57,16 +66,43 @@ def main():
             return {"n": 1}
         return {}
 
+    lock = threading.Lock()
+    held = {}        # KEY -> [(request, reply document)] not answered yet
+    released = set()  # KEYs released: answer at once
+
+    def send(req, doc):
+        try:
+            req.ok(doc)
+        except Exception:  # noqa: BLE001 — the proxy closed this connection
+            pass
+
+    def release(key):
+        with lock:
+            released.add(key)
+            waiting = held.pop(key, [])
+        for req, doc in waiting:
+            send(req, doc)
+        return len(waiting)
+
     def handle(req):
         name = req.command_name or ""
+        if name == "mockRelease":
+            return req.ok(released=release(str(req.doc.get("mockRelease"))))
         if name.lower() in ("ismaster", "hello"):
             return req.ok(ismaster=True, isWritablePrimary=True, minWireVersion=0,
                           maxWireVersion=wire, maxBsonObjectSize=16 * 1024 * 1024,
                           maxMessageSizeBytes=48000000, maxWriteBatchSize=100000,
                           logicalSessionTimeoutMinutes=30)
         coll = req.doc.get(name)
-        m = DELAYED.match(coll) if isinstance(coll, str) else None
         doc = reply_doc(req, name)
+        h = HELD.match(coll) if isinstance(coll, str) else None
+        if h is not None:
+            with lock:
+                if h.group(1) not in released:
+                    held.setdefault(h.group(1), []).append((req, doc))
+                    return True
+            return req.ok(doc)
+        m = DELAYED.match(coll) if isinstance(coll, str) else None
         if m is None:
             return req.ok(doc)
 

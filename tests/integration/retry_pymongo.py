@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """retry_pymongo.py — what pymongo does with mongoplex's overload refusal.
 
-    python3 retry_pymongo.py PROXY_URI --expect no-retry|backpressure
+    python3 retry_pymongo.py PROXY_URI --expect no-retry|backpressure --mock MOCK_URI
 
 Run by test_admission.c (admission::pymongo_*) against a proxy with
 pool_size = 1 and max_queue = 1 in front of mock_backend.py (maxWireVersion 9),
@@ -11,17 +11,25 @@ Exit status 0 = the observed behaviour is the expected one documented below
 (so a pymongo upgrade that changes it fails the test); output: one line per
 finding.
 
-How the overload is produced: two helper clients (retries off) send finds;
-the first, which the mock answers only after HOLD seconds, holds the proxy's
-only backend connection, the second waits behind it and fills the queue
-(max_queue = 1). Any further request is refused at once by the proxy with
+How the overload is produced, with no timing involved: two helper clients
+(retries off) send finds; the first is on a collection "h_<KEY>_..." that
+the mock holds unanswered until this script sends {mockRelease: KEY} to the
+mock directly (MOCK_URI), so it holds the proxy's only backend connection for
+exactly as long as the script needs; the second waits behind it and fills
+the queue (max_queue = 1). Any further request is refused at once by the
+proxy with
 
     {ok: 0, code: 462, codeName: "IngressRequestRateLimitExceeded",
      errorLabels: ["SystemOverloadedError", "RetryableError"], errmsg: "... max_queue ..."}
 
 and never reaches the backend. The number of attempts a driver made is
 counted twice: by a pymongo CommandListener (commands started) and by the
-proxy's counters.refused_queue_full.
+proxy's counters.refused_queue_full. The overload lasts until released, so
+the counts do not depend on the driver's random backoff or on machine load;
+the "brief overload" case releases it from the CommandListener's failed
+event of the first refused attempt (before the driver backs off) and waits
+until the proxy's pool and queue are empty, so the retry finds the overload
+gone: exactly 2 attempts, 1 refused.
 
 Observed behaviour (asserted here, so a change of pymongo fails the test):
 
@@ -53,7 +61,8 @@ the error document; 4.17 does not):
   - insert: the same, even on a standalone without retryable writes: the
     RetryableError label says the operation was not executed, so any write
     is retried (mongoplex only attaches it to requests it never forwarded).
-  - when the overload clears during the backoff, the retried read succeeds.
+  - when the overload clears during the backoff, the retried read succeeds
+    (second attempt).
   - retryReads=False turns the read retries off.
 """
 
@@ -64,8 +73,6 @@ import time
 import pymongo
 from pymongo import monitoring
 from pymongo.errors import OperationFailure
-
-HOLD = 3.0  # seconds the blockers occupy the pool and the queue
 
 failures = []
 
@@ -87,6 +94,7 @@ class Attempts(monitoring.CommandListener):
     def __init__(self):
         self.lock = threading.Lock()
         self.counts = {}
+        self.on_overload = None  # called once, from the first 462 failure
 
     def started(self, event):
         with self.lock:
@@ -96,7 +104,10 @@ class Attempts(monitoring.CommandListener):
         pass
 
     def failed(self, event):
-        pass
+        hook = self.on_overload
+        if hook is not None and (event.failure or {}).get("code") == 462:
+            self.on_overload = None
+            hook()
 
     def take(self, name):
         with self.lock:
@@ -111,9 +122,24 @@ def plain_client(uri, **kw):
 
 
 class Proxy:
-    def __init__(self, uri):
+    def __init__(self, uri, mock_uri):
         self.uri = uri
         self.admin = plain_client(uri)
+        self.mock = plain_client(mock_uri)
+
+    def release(self, key):
+        """Lets the mock answer the requests held under KEY (sent to it directly)."""
+        return self.mock.admin.command("mockRelease", key)["released"]
+
+    def wait_drained(self, timeout=10):
+        """Until no backend connection is busy and nothing waits (after a release)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            st = self.stats()
+            if st["pools"][0]["active"] == 0 and st["gauges"]["requests_waiting"] == 0:
+                return True
+            time.sleep(0.01)
+        return False
 
     def stats(self):
         return self.admin.admin.command("mongoplexStats")
@@ -132,15 +158,15 @@ class Proxy:
         return False
 
 
-def saturate(proxy, hold_s, tag):
-    """Start the two blockers; returns their threads (join to wait the hold out)."""
-    ms = int(hold_s * 1000)
+def saturate(proxy, key):
+    """Start the two blockers, the first held by the mock until proxy.release(key);
+    returns their threads and results (join after the release)."""
     results = {}
 
     def one(k):
         c = plain_client(proxy.uri)
-        # k = 0 holds the connection; k = 1 only has to sit in the queue
-        coll = "d%d_%s%d" % (ms if k == 0 else 10, tag, k)
+        # k = 0 holds the connection until released; k = 1 only sits in the queue
+        coll = ("h_%s_0" % key) if k == 0 else ("fast_%s1" % key)
         try:
             results[k] = c.adm[coll].find_one({"n": k})
         except Exception as e:  # noqa: BLE001
@@ -160,8 +186,19 @@ def saturate(proxy, hold_s, tag):
             if st["pools"][0]["active"] + st["gauges"]["requests_waiting"] >= k + 1:
                 break
             time.sleep(0.01)
-    ok = check(proxy.wait_saturated(), "%s: proxy never saturated (pool busy + queue full)" % tag)
+    ok = check(proxy.wait_saturated(), "%s: proxy never saturated (pool busy + queue full)" % key)
     return threads, results, ok
+
+
+def unblock(proxy, key, threads, results):
+    """Release KEY, wait for the blockers, check they got their answers."""
+    proxy.release(key)
+    for t in threads:
+        t.join(30)
+    for k in range(2):
+        r = results.get(k)
+        check(isinstance(r, dict) and r.get("n") == k,
+              "%s: blocker %d did not get its answer: %s" % (key, k, describe(r)))
 
 
 def attempt(proxy, listener, name, op):
@@ -194,24 +231,24 @@ def is_overload(out):
 
 
 def main():
-    if len(sys.argv) != 4 or sys.argv[2] != "--expect" or \
-            sys.argv[3] not in ("no-retry", "backpressure"):
-        sys.exit("usage: retry_pymongo.py PROXY_URI --expect no-retry|backpressure")
+    if len(sys.argv) != 6 or sys.argv[2] != "--expect" or \
+            sys.argv[3] not in ("no-retry", "backpressure") or sys.argv[4] != "--mock":
+        sys.exit("usage: retry_pymongo.py PROXY_URI --expect no-retry|backpressure --mock MOCK_URI")
     uri = sys.argv[1]
     backpressure = sys.argv[3] == "backpressure"
     note("pymongo %s (%s): expecting %s" % (
         pymongo.version, pymongo.__file__,
         "retries with backoff on SystemOverloadedError (client backpressure)" if backpressure
         else "no retry on the 462 overload error"))
-    proxy = Proxy(uri)
+    proxy = Proxy(uri, sys.argv[5])
     listener = Attempts()
     # The defaults: retryReads=True, retryWrites=True.
     app = pymongo.MongoClient(uri, event_listeners=[listener], serverSelectionTimeoutMS=10000)
     app.admin.command("ping")  # handshake done before the overload
     check(app.adm.fast.find_one({"n": 0}) is not None, "find before the overload failed")
 
-    # ---- persistent overload: read, then write
-    threads, _, ok = saturate(proxy, HOLD, "hold")
+    # ---- persistent overload (held until released): read, then write
+    threads, results, ok = saturate(proxy, "hold")
     if ok:
         out, n, refused, secs = attempt(proxy, listener, "find",
                                         lambda: app.adm.fast.find_one({"n": 1}))
@@ -240,28 +277,32 @@ def main():
             check(is_overload(out) and n == 1,
                   "retryReads=False: expected one attempt and the 462 error")
             noretry.close()
-    for t in threads:
-        t.join()
+    unblock(proxy, "hold", threads, results)
 
-    # ---- brief overload (backpressure drivers only): the retry succeeds
+    # ---- brief overload (backpressure drivers only): cleared right after the
+    # first refusal, before the driver backs off; the retry succeeds.
     if backpressure:
-        patient = pymongo.MongoClient(uri, event_listeners=[listener], max_adaptive_retries=10,
-                                      serverSelectionTimeoutMS=10000)
-        patient.admin.command("ping")
-        threads, _, ok = saturate(proxy, 0.8, "brief")
+        threads, results, ok = saturate(proxy, "brief")
         if ok:
+            drained = []
+
+            def clear():
+                proxy.release("brief")
+                drained.append(proxy.wait_drained())
+
+            listener.on_overload = clear
             out, n, refused, secs = attempt(proxy, listener, "find",
-                                            lambda: patient.adm.fast.find_one({"n": 4}))
-            note("find under a 0.8 s overload, max_adaptive_retries=10: %s after %d "
+                                            lambda: app.adm.fast.find_one({"n": 4}))
+            listener.on_overload = None
+            note("find under an overload cleared after its first refusal: %s after %d "
                  "attempt(s), %d refused, %.2f s" % (describe(out), n, refused, secs))
+            check(drained == [True], "the proxy did not drain after the release: %r" % drained)
             check(isinstance(out, dict) and out.get("n") == 4,
                   "the retried find did not succeed: " + describe(out))
-            check(n >= 2 and refused == n - 1,
-                  "expected >= 1 refused attempt then success: %d attempts, %d refused"
+            check(n == 2 and refused == 1,
+                  "expected 1 refused attempt then success: %d attempts, %d refused"
                   % (n, refused))
-        for t in threads:
-            t.join()
-        patient.close()
+        unblock(proxy, "brief", threads, results)
 
     check(app.adm.fast.find_one({"n": 5}) is not None, "find after the overload failed")
     app.close()

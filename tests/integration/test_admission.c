@@ -1119,7 +1119,9 @@ Test(admission, max_queue_2000_concurrent_requests, .timeout = 180)
 
 	limit = h_raise_nofile(4500);
 	if (limit < 4500)
-		cr_skip_test("RLIMIT_NOFILE cannot be raised to 4500 (got %ld)", limit);
+		h_cannot_run("RLIMIT_NOFILE cannot be raised to 4500 (got %ld; "
+			     "MONGOPLEX_ALLOW_SKIPS=1 to skip)",
+			     limit);
 	m = mock_start(9);
 	snprintf(cfg, sizeof(cfg), "pool_size = %d\nmax_queue = %d\n", QF_POOL, QF_QUEUE);
 	p = proxy_on_mock(m, cfg);
@@ -1561,10 +1563,10 @@ Test(admission, queue_timeout_refuses_with_labels, .timeout = 60)
 
 /* ================================================================ (e) pymongo */
 
-/* Run `python RETRY_SCRIPT uri --expect expect`, output (stdout+stderr) into
+/* Run `python RETRY_SCRIPT uri --expect expect --mock mock_uri`, output (stdout+stderr) into
  * out; returns the wait status, or -1 when it had to be killed. */
-static int run_retry_script(const char *python, const char *uri, const char *expect, char *out,
-			    size_t outlen, int timeout_ms)
+static int run_retry_script(const char *python, const char *uri, const char *expect,
+			    const char *mock_uri, char *out, size_t outlen, int timeout_ms)
 {
 	int pipefd[2], st = -1;
 	size_t got = 0;
@@ -1583,7 +1585,8 @@ static int run_retry_script(const char *python, const char *uri, const char *exp
 		dup2(pipefd[1], 1);
 		dup2(pipefd[1], 2);
 		close_fds_above(3);
-		execl(python, python, RETRY_SCRIPT, uri, "--expect", expect, (char *)NULL);
+		execl(python, python, RETRY_SCRIPT, uri, "--expect", expect, "--mock", mock_uri,
+		      (char *)NULL);
 		fprintf(stderr, "exec %s: %s\n", python, strerror(errno));
 		_exit(127);
 	}
@@ -1622,7 +1625,11 @@ static void pymongo_overload_case(const char *python, const char *expect)
 	struct mock *m = mock_start(9);
 	struct proxy *p = proxy_on_mock(m, "pool_size = 1\nmax_queue = 1\n");
 	char *out = calloc(1, 65536);
-	int st = run_retry_script(python, p->uri, expect, out, 65536, 120000);
+	char mock_uri[64];
+	int st;
+
+	snprintf(mock_uri, sizeof(mock_uri), "mongodb://127.0.0.1:%d/", m->port);
+	st = run_retry_script(python, p->uri, expect, mock_uri, out, 65536, 120000);
 
 	cr_log_info("retry_pymongo.py (%s, --expect %s):\n%s", python, expect, out);
 	proxy_assert_alive(p, "during retry_pymongo.py");
@@ -1651,18 +1658,27 @@ Test(admission, pymongo_debian_does_not_retry_overload, .timeout = 120)
  * + RetryableError is retried with exponential backoff, up to
  * max_adaptive_retries (2) times, reads and writes alike, and succeeds once
  * the overload clears. Needs a Python with such a pymongo:
- * MONGOPLEX_PYMONGO4_PYTHON, or <repo>/.cache/pymongo4-venv/bin/python
- * (python3 -m venv .cache/pymongo4-venv && .cache/pymongo4-venv/bin/pip
- * install 'pymongo>=4.17'). */
+ * MONGOPLEX_PYMONGO4_PYTHON, else $MONGOPLEX_CACHE/pymongo4-venv/bin/python,
+ * else <repo>/.cache/pymongo4-venv/bin/python (scripts/install-deps.sh test
+ * makes it). Finding none is a failure, not a skip: the suite must not pass
+ * without this driver. */
 Test(admission, pymongo4_retries_overload_with_backoff, .timeout = 120)
 {
 	const char *py = getenv("MONGOPLEX_PYMONGO4_PYTHON");
+	const char *cache = getenv("MONGOPLEX_CACHE");
+	static char cached[4096];
 	const char *dflt = MP_SOURCE_DIR "/.cache/pymongo4-venv/bin/python";
 
+	if ((py == NULL || *py == '\0') && cache != NULL && *cache != '\0') {
+		snprintf(cached, sizeof(cached), "%s/pymongo4-venv/bin/python", cache);
+		if (access(cached, X_OK) == 0)
+			py = cached;
+	}
 	if (py == NULL || *py == '\0')
 		py = dflt;
-	if (access(py, X_OK) != 0)
-		cr_skip_test("no pymongo 4.x Python (set MONGOPLEX_PYMONGO4_PYTHON or create %s)",
-			     dflt);
+	cr_assert(access(py, X_OK) == 0,
+		  "no pymongo 4.x Python at %s (run scripts/install-deps.sh test, or set "
+		  "MONGOPLEX_PYMONGO4_PYTHON)",
+		  py);
 	pymongo_overload_case(py, "backpressure");
 }

@@ -6,7 +6,8 @@
 #   tests/package/test_package.sh
 #
 # Needs root (it installs a package and creates a system user); prints
-# "SKIP: ..." and exits 0 otherwise. Prints one PASS/FAIL line per check and
+# "SKIP: ..." and exits 0 otherwise, except under CI=true, where not being
+# root is a failure (CI runs as root; the skip must not hide there). Prints one PASS/FAIL line per check and
 # exits 1 if any check failed.
 #
 # Environment:
@@ -30,6 +31,10 @@ UNIT=/lib/systemd/system/mongoplex.service
 CONF=/etc/mongoplex/mongoplex.ini
 
 if [ "$(id -u)" -ne 0 ]; then
+  if [ "${CI:-}" = true ]; then
+    echo "FAIL: not root under CI=true (the package test installs and purges a package)"
+    exit 1
+  fi
   echo "SKIP: not root (the test installs and purges a package and creates a system user)"
   exit 0
 fi
@@ -419,7 +424,7 @@ if [ "${#tracer[@]}" -gt 0 ]; then
     fail "SystemCallFilter allows all system calls mongoplex made; would get EPERM: $denied"
   fi
 else
-  echo "NOTE: SystemCallFilter check skipped (strace not installed)"
+  fail "SystemCallFilter check: strace not installed (scripts/install-deps.sh test installs it)"
 fi
 
 # ---------------------------------------------------------------- (e) reinstall, remove, purge

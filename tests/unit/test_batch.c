@@ -364,11 +364,43 @@ Test(batch_classify, each_non_scalar_value)
 	    "{'$symbol': 'sym'}",			      /* symbol */
 	    "{'$code': 'function() {}'}",		      /* code */
 	    "{'$code': 'function() {}', '$scope': {'x': 1}}", /* code with scope */
-	    "{'$dbPointer': {'$ref': 'c', '$id': {'$oid': '5f0c3a1b2c3d4e5f60718293'}}}",
 	};
 
 	for (size_t i = 0; i < NELEM(values); i++)
 		expect_value(false, values[i]);
+}
+
+/* DBPointer, built with the C API: libbson 1.23's JSON parser fails now and
+ * then on {'$dbPointer': ...} ("Error storing DBPointer", 1 run in 40). */
+Test(batch_classify, dbpointer_value)
+{
+	bson_oid_t oid;
+
+	bson_oid_init_from_string(&oid, "5f0c3a1b2c3d4e5f60718293");
+	for (int in = 0; in < 2; in++) {
+		bson_t *cmd = bson_new();
+		bson_t filter, cond, arr;
+		char *why;
+
+		BSON_APPEND_UTF8(cmd, "find", "c");
+		BSON_APPEND_DOCUMENT_BEGIN(cmd, "filter", &filter);
+		if (in) {
+			BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &cond);
+			BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &arr);
+			BSON_APPEND_DBPOINTER(&arr, "0", "c", &oid);
+			bson_append_array_end(&cond, &arr);
+			bson_append_document_end(&filter, &cond);
+		} else {
+			BSON_APPEND_DBPOINTER(&filter, "_id", "c", &oid);
+		}
+		bson_append_document_end(cmd, &filter);
+		BSON_APPEND_UTF8(cmd, "$db", "test");
+		why = classify_doc(cmd);
+		cr_expect_not_null(why, "a DBPointer _id (%s) was classified batchable",
+				   in ? "$in" : "equality");
+		free(why);
+		bson_destroy(cmd);
+	}
 }
 
 /* Decimals are batched only when they are integers of magnitude at most
