@@ -95,6 +95,15 @@ build_ferretdb() {
     log "go.mod wants go $want; lowering it to $gover in the build copy"
     (cd "$src" && GOTOOLCHAIN=local "$go" mod edit -go="$gover" -toolchain=none) >&2 || return 1
   fi
+  # Fetch the dependencies first, retrying: on a cold module cache a transient
+  # registry error fails `go build` part-way (seen on a fresh machine).
+  local try
+  for try in 1 2 3 4 5; do
+    (cd "$src" && GOWORK=off GOTOOLCHAIN=local "$go" mod download) >&2 && break
+    [[ $try -lt 5 ]] || { log "go mod download of FerretDB's dependencies failed 5 times"; return 1; }
+    log "go mod download failed (attempt $try of 5); retrying in $((try * 5)) s"
+    sleep $((try * 5))
+  done
   # -buildvcs=false: the copy may sit inside this repo's git tree; don't stamp our commit.
   (cd "$src" && GOWORK=off GOTOOLCHAIN=local "$go" build -buildvcs=false -trimpath -o "$FERRETDB.tmp" ./cmd/ferretdb) >&2 || return 1
   mv "$FERRETDB.tmp" "$FERRETDB"

@@ -36,6 +36,12 @@ cmake -S . -B "$builddir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" >/dev/null
 ninja -C "$builddir"
 export MONGOPLEX_BIN="$ROOT/$builddir/mongoplex"
 
+# Build the test backends once, before any test starts one (the backend
+# authentication and driver-matrix tests start their own FerretDB): a build
+# failure is reported here, loudly, not as a confusing test failure.
+scripts/backend.sh build java
+scripts/backend.sh build ferretdb
+
 work="$(mktemp -d)"
 cleanup() {
   for d in "$work"/*/; do [ -f "$d/pid" ] && scripts/backend.sh stop "$d" || true; done

@@ -71,8 +71,9 @@ static void fauth_start(struct fauth *fa)
 	cr_assert(mkdtemp(fa->dir) != NULL);
 	snprintf(cmd, sizeof(cmd),
 		 "MONGOPLEX_FERRETDB_USER=%s MONGOPLEX_FERRETDB_PASSWORD=%s "
-		 "%s/scripts/backend.sh start ferretdb-auth %s/be 2>&1",
-		 USER, PASSWORD, MP_SOURCE_DIR, fa->dir);
+		 "%s/scripts/backend.sh start ferretdb-auth %s/be 2>%s/start.err"
+		 " || { tail -c 700 %s/start.err; exit 1; }",
+		 USER, PASSWORD, MP_SOURCE_DIR, fa->dir, fa->dir, fa->dir);
 	run_capture(cmd, out, sizeof(out), &st);
 	cr_assert(st == 0,
 		  "FerretDB with auth did not start (build it with scripts/backend.sh "
