@@ -230,9 +230,10 @@ bool log_wait_client(struct proxy *p, int fd, const char *substring, int timeout
 	}
 }
 
-long proxy_rss_kb(struct proxy *p)
+long proxy_status_kb(struct proxy *p, const char *field)
 {
 	char path[64], line[256];
+	size_t flen = strlen(field);
 	FILE *f;
 	long kb = -1;
 
@@ -241,10 +242,17 @@ long proxy_rss_kb(struct proxy *p)
 	if (f == NULL)
 		return -1;
 	while (fgets(line, sizeof(line), f) != NULL)
-		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+		if (strncmp(line, field, flen) == 0 && line[flen] == ':') {
+			kb = strtol(line + flen + 1, NULL, 10);
 			break;
+		}
 	fclose(f);
 	return kb;
+}
+
+long proxy_rss_kb(struct proxy *p)
+{
+	return proxy_status_kb(p, "VmRSS");
 }
 
 bool proxy_alive(struct proxy *p)

@@ -87,6 +87,8 @@ bool log_wait(struct proxy *p, const char *substring, int timeout_ms);
 bool log_wait_client(struct proxy *p, int fd, const char *substring, int timeout_ms);
 /* VmRSS of the proxy in kB (-1 if unreadable). */
 long proxy_rss_kb(struct proxy *p);
+/* Any kB field of the proxy's /proc/PID/status (VmHWM, VmRSS, ...); -1 if unreadable. */
+long proxy_status_kb(struct proxy *p, const char *field);
 
 /* ------------------------------------------------------------ libmongoc */
 

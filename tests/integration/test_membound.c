@@ -30,26 +30,6 @@
 #define MAX_LAT	    100000
 #define MIB	    (1024L * 1024L)
 
-static long status_kb(struct proxy *p, const char *field)
-{
-	char path[64], line[256];
-	size_t flen = strlen(field);
-	FILE *f;
-	long kb = -1;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)p->pid);
-	f = fopen(path, "r");
-	if (f == NULL)
-		return -1;
-	while (fgets(line, sizeof(line), f) != NULL)
-		if (strncmp(line, field, flen) == 0 && line[flen] == ':') {
-			kb = strtol(line + flen + 1, NULL, 10);
-			break;
-		}
-	fclose(f);
-	return kb;
-}
-
 /* db.big gets {_id: 1, pad: <15 MB>}, db.small {_id: 2} (apart: FerretDB
  * needs about a second to find even a small document beside a 15 MB one). */
 static void insert_docs(mongoc_client_t *c, const char *db)
@@ -194,7 +174,7 @@ Test(membound, non_readers_do_not_grow_memory, .timeout = 600)
 	w.lat = calloc(MAX_LAT, sizeof(double));
 	insert_docs(sc, db);
 	read_big_once(sc, db);
-	base_kb = status_kb(p, "VmHWM");
+	base_kb = proxy_status_kb(p, "VmHWM");
 	pthread_create(&wt, NULL, worker_main, &w);
 	for (int i = 0; i < NON_READERS; i++)
 		fds[i] = non_reader(p, db);
@@ -215,7 +195,7 @@ Test(membound, non_readers_do_not_grow_memory, .timeout = 600)
 		if (i >= 80 && paused >= NON_READERS)
 			break;
 	}
-	peak_kb = status_kb(p, "VmHWM");
+	peak_kb = proxy_status_kb(p, "VmHWM");
 	for (int i = 0; i < NON_READERS; i++)
 		close(fds[i]);
 	deadline = h_now_ms() + 30000;
@@ -231,7 +211,7 @@ Test(membound, non_readers_do_not_grow_memory, .timeout = 600)
 	w.stop = true;
 	pthread_join(wt, NULL);
 	read_big_once(sc, db); /* still serving, big replies too */
-	after_kb = status_kb(p, "VmRSS");
+	after_kb = proxy_status_kb(p, "VmRSS");
 	bound_kb = base_kb + max_buffer / 1024 + 4 * (16 * MIB) / 1024;
 	qsort(w.lat, (size_t)w.n, sizeof(double), cmp_double);
 	cr_log_info("membound: %d non-readers x %d pipelined finds of a %d-byte document; proxy "
