@@ -1109,3 +1109,62 @@ bool h_has_label(const bson_t *reply, const char *label)
 			return true;
 	return false;
 }
+
+void h_close_fds_above(int lowfd)
+{
+	for (int fd = lowfd; fd < 1024; fd++)
+		close(fd);
+}
+
+int h_run_capture(const char *const argv[], char *out, size_t outlen, int timeout_ms)
+{
+	int pipefd[2], st = -1;
+	size_t got = 0;
+	int64_t deadline = h_now_ms() + timeout_ms;
+	pid_t pid;
+
+	cr_assert(pipe2(pipefd, O_CLOEXEC) == 0);
+	fflush(NULL);
+	pid = fork();
+	cr_assert(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		int null_fd = open("/dev/null", O_RDONLY);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(null_fd, 0);
+		dup2(pipefd[1], 1);
+		dup2(pipefd[1], 2);
+		h_close_fds_above(3);
+		execv(argv[0], (char *const *)argv);
+		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(pipefd[1]);
+	for (;;) {
+		struct pollfd pfd = {.fd = pipefd[0], .events = POLLIN};
+		int64_t left = deadline - h_now_ms();
+		char buf[4096];
+		ssize_t n;
+
+		if (left <= 0) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			st = -1;
+			break;
+		}
+		if (poll(&pfd, 1, (int)left) <= 0)
+			continue;
+		n = read(pipefd[0], buf, sizeof(buf));
+		if (n <= 0) {
+			waitpid(pid, &st, 0);
+			break;
+		}
+		if (got + (size_t)n < outlen) {
+			memcpy(out + got, buf, (size_t)n);
+			got += (size_t)n;
+		}
+	}
+	out[got] = '\0';
+	close(pipefd[0]);
+	return st;
+}

@@ -194,3 +194,10 @@ bool raw_ping_ok(int fd, int timeout_ms);
 		else                                                                               \
 			cr_assert_fail(__VA_ARGS__);                                               \
 	} while (0)
+
+/* Close every descriptor from lowfd up (in a forked child before exec). */
+void h_close_fds_above(int lowfd);
+/* Run argv[0] with argv (NULL-terminated), stdin /dev/null, stdout+stderr
+ * captured into out (NUL-terminated, truncated at outlen); returns the wait
+ * status, or -1 when it ran past timeout_ms and was killed. */
+int h_run_capture(const char *const argv[], char *out, size_t outlen, int timeout_ms);

@@ -58,13 +58,6 @@ struct mock {
 };
 
 /* In a forked child: close every inherited descriptor from lowfd up. */
-static void close_fds_above(int lowfd)
-{
-	if (close_range((unsigned)lowfd, ~0u, 0) != 0)
-		for (int fd = lowfd; fd < 65536; fd++)
-			close(fd);
-}
-
 static struct mock *mock_start(int wire)
 {
 	struct mock *m = calloc(1, sizeof(*m));
@@ -85,7 +78,7 @@ static struct mock *mock_start(int wire)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		dup2(in[0], 0);
 		dup2(out[1], 1);
-		close_fds_above(3);
+		h_close_fds_above(3);
 		signal(SIGPIPE, SIG_DFL);
 		execl(PYTHON, PYTHON, MOCK_SCRIPT, "--wire", wire_s, (char *)NULL);
 		_exit(127);
@@ -1568,56 +1561,10 @@ Test(admission, queue_timeout_refuses_with_labels, .timeout = 60)
 static int run_retry_script(const char *python, const char *uri, const char *expect,
 			    const char *mock_uri, char *out, size_t outlen, int timeout_ms)
 {
-	int pipefd[2], st = -1;
-	size_t got = 0;
-	int64_t deadline = h_now_ms() + timeout_ms;
-	pid_t pid;
+	const char *const argv[] = {python, RETRY_SCRIPT, uri,	    "--expect",
+				    expect, "--mock",	  mock_uri, NULL};
 
-	cr_assert(pipe2(pipefd, O_CLOEXEC) == 0);
-	fflush(NULL);
-	pid = fork();
-	cr_assert(pid >= 0, "fork: %s", strerror(errno));
-	if (pid == 0) {
-		int null_fd = open("/dev/null", O_RDONLY);
-
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		dup2(null_fd, 0);
-		dup2(pipefd[1], 1);
-		dup2(pipefd[1], 2);
-		close_fds_above(3);
-		execl(python, python, RETRY_SCRIPT, uri, "--expect", expect, "--mock", mock_uri,
-		      (char *)NULL);
-		fprintf(stderr, "exec %s: %s\n", python, strerror(errno));
-		_exit(127);
-	}
-	close(pipefd[1]);
-	for (;;) {
-		struct pollfd pfd = {.fd = pipefd[0], .events = POLLIN};
-		int64_t left = deadline - h_now_ms();
-		char buf[4096];
-		ssize_t n;
-
-		if (left <= 0) {
-			kill(pid, SIGKILL);
-			waitpid(pid, NULL, 0);
-			st = -1;
-			break;
-		}
-		if (poll(&pfd, 1, (int)left) <= 0)
-			continue;
-		n = read(pipefd[0], buf, sizeof(buf));
-		if (n <= 0) {
-			waitpid(pid, &st, 0);
-			break;
-		}
-		if (got + (size_t)n < outlen) {
-			memcpy(out + got, buf, (size_t)n);
-			got += (size_t)n;
-		}
-	}
-	out[got] = '\0';
-	close(pipefd[0]);
-	return st;
+	return h_run_capture(argv, out, outlen, timeout_ms);
 }
 
 static void pymongo_overload_case(const char *python, const char *expect)

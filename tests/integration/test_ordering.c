@@ -264,66 +264,6 @@ Test(ordering, raw_insert_then_count, .timeout = 300)
 
 /* ---------------------------------------------------------------- pymongo */
 
-static void close_fds_above(int lowfd)
-{
-	for (int fd = lowfd; fd < 1024; fd++)
-		close(fd);
-}
-
-/* Run the script, output into out; the wait status, -1 if it was killed. */
-static int run_script(const char *const argv[], char *out, size_t outlen, int timeout_ms)
-{
-	int pipefd[2], st = -1;
-	size_t got = 0;
-	int64_t deadline = h_now_ms() + timeout_ms;
-	pid_t pid;
-
-	cr_assert(pipe2(pipefd, O_CLOEXEC) == 0);
-	fflush(NULL);
-	pid = fork();
-	cr_assert(pid >= 0, "fork: %s", strerror(errno));
-	if (pid == 0) {
-		int null_fd = open("/dev/null", O_RDONLY);
-
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		dup2(null_fd, 0);
-		dup2(pipefd[1], 1);
-		dup2(pipefd[1], 2);
-		close_fds_above(3);
-		execv(argv[0], (char *const *)argv);
-		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	close(pipefd[1]);
-	for (;;) {
-		struct pollfd pfd = {.fd = pipefd[0], .events = POLLIN};
-		int64_t left = deadline - h_now_ms();
-		char buf[4096];
-		ssize_t n;
-
-		if (left <= 0) {
-			kill(pid, SIGKILL);
-			waitpid(pid, NULL, 0);
-			st = -1;
-			break;
-		}
-		if (poll(&pfd, 1, (int)left) <= 0)
-			continue;
-		n = read(pipefd[0], buf, sizeof(buf));
-		if (n <= 0) {
-			waitpid(pid, &st, 0);
-			break;
-		}
-		if (got + (size_t)n < outlen) {
-			memcpy(out + got, buf, (size_t)n);
-			got += (size_t)n;
-		}
-	}
-	out[got] = '\0';
-	close(pipefd[0]);
-	return st;
-}
-
 /* pymongo 3.11, maxPoolSize=1, w=0: the bulk x100 and insert-then-count
  * x300 through the proxy, all right (details in ordering_pymongo.py). */
 Test(ordering, pymongo_w0_in_order, .timeout = 600)
@@ -345,7 +285,7 @@ Test(ordering, pymongo_w0_in_order, .timeout = 600)
 	argv[5] = bulk;
 	argv[6] = count;
 	argv[7] = NULL;
-	st = run_script(argv, out, 65536, 580000);
+	st = h_run_capture(argv, out, 65536, 580000);
 	cr_log_info("ordering_pymongo.py:\n%s", out);
 	proxy_assert_alive(p, "during ordering_pymongo.py");
 	cr_assert(st != -1, "ordering_pymongo.py did not finish in time:\n%s", out);
