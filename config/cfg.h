@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "proxy/log.h"
+#include "core/log.h"
 
 /* All settings. Strings are heap-owned (cfg_free releases them). */
 struct cfg {

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "config/cfg.h"
-#include "pool/auth.h"
 
 static bool read_all(int fd, char *out, size_t outlen, size_t *n)
 {
@@ -116,39 +115,4 @@ void secret_redact_uri(const char *uri, char *out, size_t outlen)
 		return;
 	}
 	snprintf(out, outlen, "%.*s***%s", (int)(colon + 1 - uri), uri, at);
-}
-
-/* Does the URI carry a password? */
-static bool uri_has_password(const char *uri_str)
-{
-	mongoc_uri_t *u = mongoc_uri_new(uri_str);
-	bool has = u != NULL && mongoc_uri_get_password(u) != NULL;
-
-	mongoc_uri_destroy(u);
-	return has;
-}
-
-bool secret_check_config(const char *cfg_path, const struct cfg *c, FILE *out)
-{
-	struct auth_cred cred;
-	struct stat st;
-	char warn[300], err[CFG_ERR_LEN];
-
-	if (cfg_path != NULL && uri_has_password(c->backend_uri) && stat(cfg_path, &st) == 0 &&
-	    (st.st_mode & 007))
-		fprintf(out,
-			"mongoplex: warning: %s holds the backend password (in backend_uri) and is "
-			"readable by other users (mode %03o): chmod o-rwx it, or move the password "
-			"to backend_password_file\n",
-			cfg_path, (unsigned)(st.st_mode & 0777));
-	if (!auth_load(c->backend_uri, c->backend_password_file, &cred, warn, sizeof(warn), err,
-		       sizeof(err))) {
-		fprintf(out, "%s%s\n",
-			strncmp(err, "mongoplex: ", 11) == 0 ? "" : "mongoplex: ", err);
-		return false;
-	}
-	auth_cred_clear(&cred);
-	if (warn[0] != '\0')
-		fprintf(out, "mongoplex: warning: %s\n", warn);
-	return true;
 }

@@ -7,9 +7,6 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <stdio.h>
-
-struct cfg;
 
 /* Read a password file: a regular file, not writable by group or others
  * (refused), one line (a trailing newline is stripped), not empty. A
@@ -19,9 +16,3 @@ bool secret_read_file(const char *path, char *out, size_t outlen, char *warn, si
 
 /* `uri` with the password part of its userinfo replaced by "***". */
 void secret_redact_uri(const char *uri, char *out, size_t outlen);
-
-/* --test-config: warnings about secrets in `cfg_path` (password in
- * backend_uri while the file is readable by others, password file modes),
- * printed to `out`. False if the password file cannot be used. */
-bool secret_check_config(const char *cfg_path, const struct cfg *c, FILE *out)
-    __attribute__((warn_unused_result));

@@ -10,13 +10,14 @@
 #include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config/secret.h"
 #include "pool/pool.h"
 #include "pool/server.h"
 #include "proxy/proxy.h"
-#include "proxy/stats.h"
-#include "proxy/wire.h"
+#include "core/stats.h"
+#include "core/wire.h"
 
 /* One connection's login. Rules: phase only advances; the scram state
  * holds secrets and is wiped by auth_conv_free. */
@@ -474,4 +475,39 @@ enum auth_result auth_on_reply(struct server *s, const bson_t *reply, struct bac
 		break;
 	}
 	return fail(s, err, errlen, "unexpected SASL state");
+}
+
+/* Does the URI carry a password? */
+static bool uri_has_password(const char *uri_str)
+{
+	mongoc_uri_t *u = mongoc_uri_new(uri_str);
+	bool has = u != NULL && mongoc_uri_get_password(u) != NULL;
+
+	mongoc_uri_destroy(u);
+	return has;
+}
+
+bool auth_check_config(const char *cfg_path, const struct cfg *c, FILE *out)
+{
+	struct auth_cred check;
+	struct stat st;
+	char warn[300], err[CFG_ERR_LEN];
+
+	if (cfg_path != NULL && uri_has_password(c->backend_uri) && stat(cfg_path, &st) == 0 &&
+	    (st.st_mode & 007))
+		fprintf(out,
+			"mongoplex: warning: %s holds the backend password (in backend_uri) and is "
+			"readable by other users (mode %03o): chmod o-rwx it, or move the password "
+			"to backend_password_file\n",
+			cfg_path, (unsigned)(st.st_mode & 0777));
+	if (!auth_load(c->backend_uri, c->backend_password_file, &check, warn, sizeof(warn), err,
+		       sizeof(err))) {
+		fprintf(out, "%s%s\n",
+			strncmp(err, "mongoplex: ", 11) == 0 ? "" : "mongoplex: ", err);
+		return false;
+	}
+	auth_cred_clear(&check);
+	if (warn[0] != '\0')
+		fprintf(out, "mongoplex: warning: %s\n", warn);
+	return true;
 }

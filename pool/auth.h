@@ -17,9 +17,12 @@
 #include <bson/bson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "pool/scram.h"
-#include "proxy/handshake.h"
+#include "core/handshake.h"
+
+struct cfg;
 
 struct server;
 
@@ -74,3 +77,9 @@ enum auth_result auth_on_reply(struct server *s, const bson_t *reply, struct bac
 
 /* Release a connection's conversation (server freed). */
 void auth_conv_free(struct server *s);
+
+/* --test-config: warnings about secrets in `cfg_path` (password in
+ * backend_uri while the file is readable by others, password file modes),
+ * printed to `out`. False if the password file cannot be used. */
+bool auth_check_config(const char *cfg_path, const struct cfg *c, FILE *out)
+    __attribute__((warn_unused_result));

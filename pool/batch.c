@@ -29,8 +29,8 @@
 #include "pool/server.h"
 #include "proxy/client.h"
 #include "proxy/proxy.h"
-#include "proxy/stats.h"
-#include "proxy/wire.h"
+#include "core/stats.h"
+#include "core/wire.h"
 
 /* Room left under 16 MB for a reply's envelope. */
 #define REPLY_DOCS_MAX (WIRE_MAX_BSON - 16 * 1024)

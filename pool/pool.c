@@ -21,7 +21,7 @@
 #include "pool/sticky.h"
 #include "proxy/client.h"
 #include "proxy/proxy.h"
-#include "proxy/stats.h"
+#include "core/stats.h"
 
 static struct pool *pools;
 static int npools;

@@ -25,7 +25,7 @@
 #include <sys/socket.h>
 
 #include "pool/server.h"
-#include "proxy/handshake.h"
+#include "core/handshake.h"
 #include "proxy/request.h"
 
 struct pool {

@@ -21,15 +21,15 @@
 
 #include "pool/auth.h"
 #include "pool/batch.h"
-#include "pool/janitor.h"
+#include "proxy/janitor.h"
 #include "pool/pool.h"
 #include "proxy/cursor.h"
 #include "pool/sticky.h"
-#include "proxy/handshake.h"
+#include "core/handshake.h"
 #include "proxy/proxy.h"
 #include "proxy/request.h"
-#include "proxy/stats.h"
-#include "proxy/wire.h"
+#include "core/stats.h"
+#include "core/wire.h"
 
 static struct server_list servers_justfree = TAILQ_HEAD_INITIALIZER(servers_justfree);
 static uint64_t next_server_id = 1;

@@ -16,11 +16,11 @@
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include "proxy/list.h"
+#include "core/list.h"
 
-#include "proxy/log.h"
+#include "core/log.h"
 #include "proxy/request.h"
-#include "proxy/sbuf.h"
+#include "core/sbuf.h"
 
 struct auth_conv;
 struct pool;

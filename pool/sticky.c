@@ -8,8 +8,8 @@
 #include "pool/server.h"
 #include "proxy/client.h"
 #include "proxy/proxy.h"
-#include "proxy/stats.h"
-#include "proxy/wire.h"
+#include "core/stats.h"
+#include "core/wire.h"
 
 static int n_sticky; /* clients with c->sticky set */
 

@@ -3,7 +3,8 @@
  */
 #include "proxy/admin.h"
 
-#include "proxy/stats.h"
+#include "core/stats.h"
+#include "proxy/stats_report.h"
 
 void admin_stats_reply(struct request *req)
 {

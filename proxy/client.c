@@ -41,17 +41,17 @@
 #include <unistd.h>
 
 #include "pool/batch.h"
-#include "pool/janitor.h"
+#include "proxy/janitor.h"
 #include "pool/pool.h"
 #include "pool/sticky.h"
 #include "proxy/admin.h"
 #include "proxy/cursor.h"
-#include "proxy/handshake.h"
+#include "core/handshake.h"
 #include "proxy/membound.h"
 #include "proxy/proxy.h"
 #include "proxy/router.h"
-#include "proxy/stats.h"
-#include "proxy/wire.h"
+#include "core/stats.h"
+#include "core/wire.h"
 
 static struct client_list clients_active = TAILQ_HEAD_INITIALIZER(clients_active);
 static struct client_list clients_justfree = TAILQ_HEAD_INITIALIZER(clients_justfree);

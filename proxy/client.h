@@ -15,11 +15,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "proxy/list.h"
+#include "core/list.h"
 
-#include "proxy/log.h"
+#include "core/log.h"
 #include "proxy/request.h"
-#include "proxy/sbuf.h"
+#include "core/sbuf.h"
 
 enum client_state {
 	CL_ACTIVE,   /* list: clients_active */

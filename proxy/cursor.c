@@ -39,8 +39,8 @@
 #include "proxy/client.h"
 #include "proxy/proxy.h"
 #include "proxy/request.h"
-#include "proxy/stats.h"
-#include "proxy/wire.h"
+#include "core/stats.h"
+#include "core/wire.h"
 
 /* ---- the table ------------------------------------------------------ */
 

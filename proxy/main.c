@@ -10,6 +10,7 @@
 
 #include "config/cfg.h"
 #include "config/secret.h"
+#include "pool/auth.h"
 #include "proxy/proxy.h"
 #include "version.h"
 
@@ -94,7 +95,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (test_only) {
-		if (!secret_check_config(path, &cfg, stderr)) {
+		if (!auth_check_config(path, &cfg, stderr)) {
 			cfg_free(&cfg);
 			return 1;
 		}

@@ -7,7 +7,7 @@
 #include <event2/event.h>
 
 #include "proxy/client.h"
-#include "proxy/log.h"
+#include "core/log.h"
 #include "proxy/proxy.h"
 
 static int64_t bytes;	   /* everything counted, see membound.h */

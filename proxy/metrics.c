@@ -29,7 +29,8 @@
 #include <sys/socket.h>
 
 #include "proxy/proxy.h"
-#include "proxy/stats.h"
+#include "core/stats.h"
+#include "proxy/stats_report.h"
 
 #define METRICS_MAX_HEADERS 8192 /* request line + headers */
 #define METRICS_MAX_BODY    4096

@@ -20,27 +20,16 @@
 #endif
 
 #include "pool/auth.h"
-#include "pool/janitor.h"
+#include "proxy/janitor.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
 #include "proxy/listener.h"
 #include "proxy/membound.h"
 #include "proxy/metrics.h"
-#include "proxy/stats.h"
+#include "core/stats.h"
 #include "version.h"
 
-struct proxy_globals g;
-
 static struct event *sig_hup, *sig_term, *sig_int, *drain_ev;
-
-uint64_t proxy_tick(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	g.now_usec = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-	return g.now_usec;
-}
 
 static void notify(const char *state)
 {

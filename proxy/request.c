@@ -12,8 +12,8 @@
 #include "proxy/cursor.h"
 #include "proxy/membound.h"
 #include "proxy/proxy.h"
-#include "proxy/stats.h"
-#include "proxy/wire.h"
+#include "core/stats.h"
+#include "core/wire.h"
 
 const char *const overload_labels[] = {"SystemOverloadedError", "RetryableError", NULL};
 

@@ -19,7 +19,7 @@
 #include <event2/buffer.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include "proxy/list.h"
+#include "core/list.h"
 
 struct client;
 struct server;

@@ -6,7 +6,7 @@
  *   depth/client_documents   raw OP_MSG finds and inserts (body array and
  *                            kind-1 sequence) whose deepest document sits at
  *                            100, 200, 201, 10,000 and 200,000 levels (depth
- *                            as in proxy/wire.h: a section document is 0),
+ *                            as in core/wire.h: a section document is 0),
  *                            all on ONE connection, in front of the real
  *                            backend: <= 200 gets the backend's reply, deeper
  *                            gets {ok: 0, code: 15, codeName: "Overflow"}; the

@@ -16,8 +16,8 @@
 #include "proxy/client.h"
 #include "proxy/cursor.h"
 #include "proxy/request.h"
-#include "proxy/stats.h"
-#include "proxy/wire.h"
+#include "core/stats.h"
+#include "core/wire.h"
 
 static struct pool *const POOL = (struct pool *)0x1;
 

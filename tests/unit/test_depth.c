@@ -1,6 +1,6 @@
 /*
  * test_depth.c — nesting depth and the iterative BSON validator
- * (proxy/bsonval.h) as wire_parse_msg / wire_parse_reply use it.
+ * (core/bsonval.h) as wire_parse_msg / wire_parse_reply use it.
  *
  * Depth is counted as in wire.h: a section document is depth 0. Messages are
  * built with the chain builder below, so "depth D" means the deepest
@@ -18,8 +18,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "proxy/bsonval.h"
-#include "proxy/wire.h"
+#include "core/bsonval.h"
+#include "core/wire.h"
 
 /* ---- builders ------------------------------------------------------------ */
 

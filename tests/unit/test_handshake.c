@@ -1,5 +1,5 @@
 /*
- * test_handshake.c — the handshake in both directions (proxy/handshake.h).
+ * test_handshake.c — the handshake in both directions (core/handshake.h).
  *
  * Towards clients: the proxy's hello/isMaster reply must use the key names of
  * the command asked, echo helloOk only when asked, present replica sets and
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/time.h>
 
-#include "proxy/handshake.h"
+#include "core/handshake.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 

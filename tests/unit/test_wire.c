@@ -1,5 +1,5 @@
 /*
- * test_wire.c — the wire framer and validator (proxy/wire.h) on byte fixtures.
+ * test_wire.c — the wire framer and validator (core/wire.h) on byte fixtures.
  *
  * Messages are assembled byte by byte with the small builder below (header,
  * flags, sections, optional CRC-32C), so each malformed case is exactly the
@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/crc32c.h"
-#include "proxy/wire.h"
+#include "core/crc32c.h"
+#include "core/wire.h"
 
 /* ---- message builder ---------------------------------------------------- */
 

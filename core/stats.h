@@ -4,12 +4,11 @@
  * MP_COUNTERS lists monotonically increasing counters: the X-macro produces
  * the struct fields, the mongoplexStats admin output and the Prometheus text.
  * Gauges are derived from list counts at read time (nothing to keep in
- * sync). Histograms have fixed bucket bounds.
+ * sync; proxy/stats_report.c). Histograms have fixed bucket bounds.
  */
 #pragma once
 
 #include <bson/bson.h>
-#include <event2/buffer.h>
 #include <stdint.h>
 
 #define MP_COUNTERS(X)                                                                             \
@@ -81,7 +80,3 @@ extern struct hist hist_batch_ids;     /* distinct ids per merged query */
 extern struct hist hist_batch_wait_ms; /* time lookups waited for their batch to be sent */
 
 void hist_observe(struct hist *h, double v);
-
-/* The whole picture: counters, gauges, pools, histograms. */
-void stats_to_bson(bson_t *out);
-void stats_to_prometheus(struct evbuffer *out);

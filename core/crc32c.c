@@ -2,7 +2,7 @@
  * crc32c.c — table-driven CRC-32C (reflected polynomial 0x82F63B78), used to
  * verify the optional OP_MSG checksum. The table is built once on first use.
  */
-#include "proxy/crc32c.h"
+#include "core/crc32c.h"
 
 #include <pthread.h>
 

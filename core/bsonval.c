@@ -9,7 +9,7 @@
  * code-with-scope pushes the offset of its end on a fixed-size stack, and its
  * EOO pops it. Stack use is constant: BSONVAL_STACK_DEPTH * 4 bytes.
  */
-#include "proxy/bsonval.h"
+#include "core/bsonval.h"
 
 #include <bson/bson.h>
 #include <string.h>

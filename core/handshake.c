@@ -2,13 +2,13 @@
  * handshake.c — hello/isMaster answered by the proxy, and the proxy's own
  * hello to each backend connection.
  */
-#include "proxy/handshake.h"
+#include "core/handshake.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
 
-#include "proxy/wire.h"
+#include "core/wire.h"
 #include "version.h"
 
 void handshake_backend_hello(bson_t *cmd)

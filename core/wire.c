@@ -9,14 +9,14 @@
  * once per level and overflowed the stack at 10,000 levels), the CRC-32C
  * checksum when present.
  */
-#include "proxy/wire.h"
+#include "core/wire.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "proxy/bsonval.h"
-#include "proxy/crc32c.h"
+#include "core/bsonval.h"
+#include "core/crc32c.h"
 
 int32_t wire_read_i32(const uint8_t *p)
 {

@@ -1,7 +1,7 @@
 /*
  * log.c — leveled logging to stderr, one line per call.
  */
-#include "proxy/log.h"
+#include "core/log.h"
 
 #include <stdio.h>
 #include <stdlib.h>

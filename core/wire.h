@@ -21,7 +21,7 @@
 #define WIRE_MAX_BSON	 (16 * 1024 * 1024)
 
 /*
- * Nesting limits (proxy/bsonval.h counts depth). Each OP_MSG section document
+ * Nesting limits (core/bsonval.h counts depth). Each OP_MSG section document
  * (the body, or one document of a kind-1 sequence) and the OP_QUERY query is
  * at depth 0, each embedded document or array one level deeper; deepest
  * allowed: WIRE_MAX_DEPTH = 200, mongod's BSONDepth::kDefaultMaxAllowableDepth.

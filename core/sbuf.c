@@ -1,7 +1,7 @@
 /*
  * sbuf.c — stream buffers over nonblocking sockets (see sbuf.h).
  */
-#include "proxy/sbuf.h"
+#include "core/sbuf.h"
 
 #include <errno.h>
 #include <fcntl.h>

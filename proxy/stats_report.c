@@ -1,9 +1,11 @@
 /*
- * stats.c — counters, derived gauges and histograms, rendered as BSON (the
- * mongoplexStats admin command) and as Prometheus text (/metrics). Both come
- * from the one MP_COUNTERS declaration and the same gauge table.
+ * stats_report.c — the whole picture rendered as BSON (the mongoplexStats
+ * admin command) and as Prometheus text (/metrics): the counters and
+ * histograms of core/stats.h plus gauges read from every layer at read time.
+ * Both renderings come from the one MP_COUNTERS declaration and the same
+ * gauge table.
  */
-#include "proxy/stats.h"
+#include "proxy/stats_report.h"
 
 #include <stdio.h>
 
@@ -13,46 +15,12 @@
 #include "proxy/client.h"
 #include "proxy/cursor.h"
 #include "proxy/membound.h"
+#include "core/stats.h"
 #include "proxy/proxy.h"
 #include "version.h"
 
-struct mp_counters stats;
-
-struct hist hist_queue_wait_ms = {"queue_wait_ms",
-				  "Time requests waited for a backend connection (ms)",
-				  10,
-				  {0.1, 0.5, 1, 2, 5, 10, 50, 100, 1000, 10000},
-				  {0},
-				  0,
-				  0};
-struct hist hist_batch_ids = {"batch_ids",
-			      "Distinct _id values per merged query",
-			      10,
-			      {1, 2, 4, 8, 16, 32, 64, 128, 512, 1000},
-			      {0},
-			      0,
-			      0};
-struct hist hist_batch_wait_ms = {"batch_wait_ms",
-				  "Time lookups waited for their merged query to be sent (ms)",
-				  9,
-				  {0.05, 0.1, 0.5, 1, 2, 5, 10, 100, 1000},
-				  {0},
-				  0,
-				  0};
-
 static struct hist *const hists[] = {&hist_queue_wait_ms, &hist_batch_ids, &hist_batch_wait_ms};
 #define NHISTS (sizeof(hists) / sizeof(hists[0]))
-
-void hist_observe(struct hist *h, double v)
-{
-	int i = 0;
-
-	while (i < h->nbounds && v > h->bounds[i])
-		i++;
-	h->buckets[i]++;
-	h->count++;
-	h->sum += v;
-}
 
 /* Gauges computed from list counts at read time. */
 struct gauges {

@@ -3,7 +3,7 @@
  * timeouts, queue timeouts, pool minimums, idle reaping), and an event that
  * frees closed objects outside of any connection's callback.
  */
-#include "pool/janitor.h"
+#include "proxy/janitor.h"
 
 #include <event2/event.h>
 
