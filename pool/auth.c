@@ -15,7 +15,7 @@
 #include "config/secret.h"
 #include "pool/pool.h"
 #include "pool/server.h"
-#include "proxy/proxy.h"
+#include "core/globals.h"
 #include "core/stats.h"
 #include "core/wire.h"
 

@@ -28,7 +28,7 @@
 #include "pool/pool.h"
 #include "pool/server.h"
 #include "proxy/client.h"
-#include "proxy/proxy.h"
+#include "core/globals.h"
 #include "core/stats.h"
 #include "core/wire.h"
 
@@ -186,9 +186,9 @@ static struct batch *find_open(const char *key, size_t keylen, const struct look
 	struct batch *b;
 
 	TAILQ_FOREACH(b, &open_batches, open_link)
-	if (b->keylen == keylen && memcmp(b->key, key, keylen) == 0 &&
-	    b->nids + lk->ids.n <= b->max_ids)
-		return b;
+		if (b->keylen == keylen && memcmp(b->key, key, keylen) == 0 &&
+		    b->nids + lk->ids.n <= b->max_ids)
+			return b;
 	return NULL;
 }
 
@@ -322,7 +322,7 @@ static const struct batch_id_list **member_lists(const struct batch *b)
 	if (lists == NULL)
 		fatal("out of memory");
 	TAILQ_FOREACH(m, &b->members, queue_link)
-	lists[n++] = &m->lookup->ids;
+		lists[n++] = &m->lookup->ids;
 	return lists;
 }
 
@@ -365,7 +365,7 @@ void batch_seal(struct request *req)
 	if (b->timer)
 		evtimer_del(b->timer);
 	TAILQ_FOREACH(m, &b->members, queue_link)
-	hist_observe(&hist_batch_wait_ms, (double)(g.now_usec - m->enqueued_usec) / 1000.0);
+		hist_observe(&hist_batch_wait_ms, (double)(g.now_usec - m->enqueued_usec) / 1000.0);
 	all = malloc(sizeof(*all) * (size_t)(b->nids ? b->nids : 1));
 	lists = member_lists(b);
 	if (all == NULL)

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "proxy/request.h"
+#include "core/request.h"
 
 struct server;
 

@@ -20,7 +20,7 @@
 #include "pool/batch.h"
 #include "pool/sticky.h"
 #include "proxy/client.h"
-#include "proxy/proxy.h"
+#include "core/globals.h"
 #include "core/stats.h"
 
 static struct pool *pools;
@@ -260,8 +260,8 @@ static struct request *first_dispatchable(struct pool *p)
 	struct request *req;
 
 	TAILQ_FOREACH(req, &p->waiting, queue_link)
-	if (may_dispatch(req))
-		return req;
+		if (may_dispatch(req))
+			return req;
 	return NULL;
 }
 
@@ -272,8 +272,8 @@ void pool_client_kick(struct client *c)
 
 	for (;;) {
 		TAILQ_FOREACH(req, &c->requests, client_link)
-		if (req->queued && req->wait_server == NULL && req->kind == REQ_FORWARD)
-			break;
+			if (req->queued && req->wait_server == NULL && req->kind == REQ_FORWARD)
+				break;
 		if (req == NULL || !may_dispatch(req) ||
 		    (s = TAILQ_FIRST(&req->pool->idle)) == NULL)
 			return;
@@ -512,8 +512,7 @@ static void expire_waiting(struct pool *p, uint64_t now)
 	sticky_expire(p, now);
 	if (limit == 0)
 		return;
-	TAILQ_FOREACH_SAFE(req, &p->waiting, queue_link, tmp)
-	{
+	TAILQ_FOREACH_SAFE(req, &p->waiting, queue_link, tmp) {
 		/* Skipped because its own client does not read its replies: the
 		 * client is the cause, so its wait counts from when it drains. */
 		if (req->client != NULL && !client_may_dispatch(req->client))
@@ -533,20 +532,21 @@ static void expire_servers(struct pool *p, uint64_t now)
 	struct server *s, *tmp;
 
 	TAILQ_FOREACH_SAFE(s, &p->connecting, link, tmp)
-	if (now - s->created_usec > connect_limit)
-		server_close(s, 89, "NetworkTimeout",
-			     "connect/handshake timed out after %" PRId64 " ms",
-			     g.cfg.connect_timeout_ms);
+		if (now - s->created_usec > connect_limit)
+			server_close(s, 89, "NetworkTimeout",
+				     "connect/handshake timed out after %" PRId64 " ms",
+				     g.cfg.connect_timeout_ms);
 	if (query_limit)
 		TAILQ_FOREACH_SAFE(s, &p->active, link, tmp)
-	if (now - s->exchange_started_usec > query_limit) {
-		STAT_INC(query_timeouts);
-		server_close(s, 89, "NetworkTimeout",
-			     "backend did not answer within query_timeout_ms = %" PRId64 " ms",
-			     g.cfg.query_timeout_ms);
-	}
-	TAILQ_FOREACH_SAFE(s, &p->idle, link, tmp)
-	{
+			if (now - s->exchange_started_usec > query_limit) {
+				STAT_INC(query_timeouts);
+				server_close(
+				    s, 89, "NetworkTimeout",
+				    "backend did not answer within query_timeout_ms = %" PRId64
+				    " ms",
+				    g.cfg.query_timeout_ms);
+			}
+	TAILQ_FOREACH_SAFE(s, &p->idle, link, tmp) {
 		bool too_many = pool_live(p) > g.cfg.pool_size;
 		bool idle_too_long = idle_limit && now - s->idle_since_usec > idle_limit &&
 				     pool_live(p) > g.cfg.min_pool_size;

@@ -26,7 +26,7 @@
 
 #include "pool/server.h"
 #include "core/handshake.h"
-#include "proxy/request.h"
+#include "core/request.h"
 
 struct pool {
 	char name[300]; /* host:port, for logs */

@@ -26,8 +26,8 @@
 #include "proxy/cursor.h"
 #include "pool/sticky.h"
 #include "core/handshake.h"
-#include "proxy/proxy.h"
-#include "proxy/request.h"
+#include "core/globals.h"
+#include "core/request.h"
 #include "core/stats.h"
 #include "core/wire.h"
 

@@ -19,7 +19,7 @@
 #include "core/list.h"
 
 #include "core/log.h"
-#include "proxy/request.h"
+#include "core/request.h"
 #include "core/sbuf.h"
 
 struct auth_conv;

@@ -7,7 +7,7 @@
 #include "pool/pool.h"
 #include "pool/server.h"
 #include "proxy/client.h"
-#include "proxy/proxy.h"
+#include "core/globals.h"
 #include "core/stats.h"
 #include "core/wire.h"
 
@@ -24,8 +24,7 @@ bool sticky_behind_unacked(const struct request *req)
 
 	if (req->client == NULL)
 		return false;
-	TAILQ_FOREACH(r, &req->client->requests, client_link)
-	{
+	TAILQ_FOREACH(r, &req->client->requests, client_link) {
 		if (r == req)
 			return false;
 		if (r->more_to_come && r->queued && r->wait_server == NULL)
@@ -189,15 +188,14 @@ void sticky_expire(struct pool *p, uint64_t now)
 	if (limit == 0)
 		return;
 	TAILQ_FOREACH(s, &p->active, link)
-	TAILQ_FOREACH_SAFE(req, &s->sticky_waiting, queue_link, tmp)
-	{
-		if (!client_may_dispatch(req->client))
-			req->enqueued_usec = now; /* its own client is the cause */
-		else if (now - req->enqueued_usec > limit) {
-			sticky_unqueue(req);
-			pool_refuse_timeout(req);
+		TAILQ_FOREACH_SAFE(req, &s->sticky_waiting, queue_link, tmp) {
+			if (!client_may_dispatch(req->client))
+				req->enqueued_usec = now; /* its own client is the cause */
+			else if (now - req->enqueued_usec > limit) {
+				sticky_unqueue(req);
+				pool_refuse_timeout(req);
+			}
 		}
-	}
 }
 
 int sticky_clients(void)

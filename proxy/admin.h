@@ -3,7 +3,7 @@
  */
 #pragma once
 
-#include "proxy/request.h"
+#include "core/request.h"
 
 /* db.adminCommand({mongoplexStats: 1}) */
 void admin_stats_reply(struct request *req);

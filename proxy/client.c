@@ -240,8 +240,8 @@ int client_running(const struct client *c)
 	int n = 0;
 
 	TAILQ_FOREACH(req, &c->requests, client_link)
-	if (req->server != NULL || req->kind == REQ_LOOKUP)
-		n++;
+		if (req->server != NULL || req->kind == REQ_LOOKUP)
+			n++;
 	return n;
 }
 
@@ -394,8 +394,8 @@ static bool may_batch(struct client *c, const struct request *req)
 	if (c->sticky != NULL || !client_may_dispatch(c))
 		return false;
 	TAILQ_FOREACH(r, &c->requests, client_link)
-	if (r != req && r->more_to_come)
-		return false;
+		if (r != req && r->more_to_come)
+			return false;
 	return true;
 }
 
@@ -665,8 +665,7 @@ void client_janitor(uint64_t now)
 	uint64_t idle_us = (uint64_t)g.cfg.client_idle_timeout_ms * 1000;
 	uint64_t read_us = (uint64_t)g.cfg.client_read_timeout_ms * 1000;
 
-	TAILQ_FOREACH_SAFE(c, &clients_active, link, tmp)
-	{
+	TAILQ_FOREACH_SAFE(c, &clients_active, link, tmp) {
 		if (c->over_limit && now - c->connected_usec > read_us) {
 			client_close(c, "refused (max_client_conn) and sent no request within "
 					"client_read_timeout_ms");
@@ -688,8 +687,7 @@ void client_apply_cfg(void)
 {
 	struct client *c;
 
-	TAILQ_FOREACH(c, &clients_active, link)
-	{
+	TAILQ_FOREACH(c, &clients_active, link) {
 		sbuf_set_read_high(&c->sb, (size_t)g.cfg.max_client_buffer_bytes);
 		client_request_finished(c);
 	}
@@ -705,13 +703,11 @@ void client_phase_counts(int *idle, int *waiting, int *running)
 	struct client *c;
 
 	*idle = *waiting = *running = 0;
-	TAILQ_FOREACH(c, &clients_active, link)
-	{
+	TAILQ_FOREACH(c, &clients_active, link) {
 		struct request *req;
 		bool w = false, r = false;
 
-		TAILQ_FOREACH(req, &c->requests, client_link)
-		{
+		TAILQ_FOREACH(req, &c->requests, client_link) {
 			if (req->server != NULL)
 				r = true;
 			else if (req->queued || req->kind == REQ_LOOKUP)
@@ -730,8 +726,7 @@ void client_memory_paused(bool paused)
 {
 	struct client *c;
 
-	TAILQ_FOREACH(c, &clients_active, link)
-	{
+	TAILQ_FOREACH(c, &clients_active, link) {
 		if (paused)
 			set_reading(c, false);
 		else
@@ -745,9 +740,9 @@ int client_count_memory_paused(void)
 	int n = 0;
 
 	TAILQ_FOREACH(c, &clients_active, link)
-	if (membound_paused() || output_full(c) ||
-	    c->req_bytes >= (size_t)g.cfg.max_client_buffer_bytes)
-		n++;
+		if (membound_paused() || output_full(c) ||
+		    c->req_bytes >= (size_t)g.cfg.max_client_buffer_bytes)
+			n++;
 	return n;
 }
 
@@ -757,6 +752,6 @@ size_t client_unsent_bytes(void)
 	size_t n = 0;
 
 	TAILQ_FOREACH(c, &clients_active, link)
-	n += sbuf_pending_out(&c->sb);
+		n += sbuf_pending_out(&c->sb);
 	return n;
 }

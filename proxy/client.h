@@ -18,7 +18,7 @@
 #include "core/list.h"
 
 #include "core/log.h"
-#include "proxy/request.h"
+#include "core/request.h"
 #include "core/sbuf.h"
 
 enum client_state {

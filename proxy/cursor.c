@@ -38,7 +38,7 @@
 #include "pool/pool.h"
 #include "proxy/client.h"
 #include "proxy/proxy.h"
-#include "proxy/request.h"
+#include "core/request.h"
 #include "core/stats.h"
 #include "core/wire.h"
 

@@ -1,7 +1,7 @@
 /*
  * request.c — request lifetime and the replies the proxy itself generates.
  */
-#include "proxy/request.h"
+#include "core/request.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -15,7 +15,7 @@
 
 #include "proxy/client.h"
 #include "proxy/cursor.h"
-#include "proxy/request.h"
+#include "core/request.h"
 #include "core/stats.h"
 #include "core/wire.h"
 
