@@ -11,6 +11,7 @@
  */
 #include "pool/scram.h"
 
+#include <ctype.h>
 #include <gsasl.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -208,6 +209,16 @@ static bool b64_decode(const char *in, size_t len, uint8_t *out, size_t outcap, 
 
 	if (len == 0 || len % 4 != 0 || len > SCRAM_MSG_MAX)
 		return false;
+	/* Strict: the alphabet only, '=' only as the last one or two characters
+	 * (EVP_DecodeBlock alone accepts "eA=5" and the salt would differ from
+	 * the server's; found by tests/fuzz/fuzz_scram_client.c). */
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)in[i];
+
+		if (c == '=' ? i + 2 < len || (i + 1 < len && in[i + 1] != '=')
+			     : !(isalnum(c) || c == '+' || c == '/'))
+			return false;
+	}
 	n = EVP_DecodeBlock(buf, (const unsigned char *)in, (int)len);
 	if (n < 0)
 		return false;

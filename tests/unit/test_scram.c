@@ -166,6 +166,10 @@ Test(scram, weak_or_malformed_server_first_is_refused)
 	    "r=rOprNGfwEbeRWgbNEkqOxyz,i=4096",
 	    "r=rOprNGfwEbeRWgbNEkqOxyz,s=W22ZaJ0SNY7soEsUEjb6gQ==",
 	    "r=rOprNGfwEbeRWgbNEkqOxyz,s=!!!!,i=4096",
+	    /* '=' inside the salt, not as padding (found by fuzz_scram_client) */
+	    "r=rOprNGfwEbeRWgbNEkqOxyz,s=eA=5,i=4096",
+	    "r=rOprNGfwEbeRWgbNEkqOxyz,s=W2=ZaJ0SNY7soEsUEjb6gQ==,i=4096",
+	    "r=rOprNGfwEbeRWgbNEkqOxyz,s=W22ZaJ0SNY7soEsUEjb6g=A=,i=4096",
 	    "m=ext,r=rOprNGfwEbeRWgbNEkqOxyz,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096",
 	    "garbage",
 	};
