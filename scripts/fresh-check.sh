@@ -36,16 +36,8 @@ rm -f "$LOGDIR"/*.log
 
 # ------------------------------------------------------------ host side helpers
 
-# The Debian mirror this machine uses (as scripts/install-deps.sh finds it).
-debian_mirror() {
-  local m
-  m="$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null |
-       sed -n 's,^URIs:[[:space:]]*\([^[:space:]]*/debian\)/*$,\1,p' | head -n 1)"
-  [ -n "$m" ] || m="$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
-       sed -n 's,^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]*/debian\)/*[[:space:]]\+bookworm[[:space:]].*,\2,p' |
-       head -n 1)"
-  echo "${m:-http://deb.debian.org/debian}"
-}
+# shellcheck source=scripts/lib/debian-mirror.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/debian-mirror.sh"
 
 # timed NAME LOGFILE CMD...: runs CMD, output to LOGFILE (and stdout with
 # FRESH_VERBOSE=1); prints the wall time and result. Returns CMD's status.

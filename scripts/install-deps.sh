@@ -97,16 +97,8 @@ fi
 
 # ------------------------------------------------------------ bookworm-backports
 
-# The Debian mirror this machine already uses (deb822 or one-line sources).
-debian_mirror() {
-  local m
-  m="$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null |
-       sed -n 's,^URIs:[[:space:]]*\([^[:space:]]*/debian\)/*$,\1,p' | head -n 1)"
-  [ -n "$m" ] || m="$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
-       sed -n 's,^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]*/debian\)/*[[:space:]]\+bookworm[[:space:]].*,\2,p' |
-       head -n 1)"
-  echo "${m:-http://deb.debian.org/debian}"
-}
+# shellcheck source=scripts/lib/debian-mirror.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/debian-mirror.sh"
 
 # Adds bookworm-backports at priority 100 (never chosen over bookworm) and
 # gives only the golang-1.23 packages priority 500 there.
