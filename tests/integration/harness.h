@@ -159,6 +159,9 @@ uint32_t h_crc32c(const uint8_t *p, size_t n);
 /* Sockets (blocking, CLOEXEC, TCP_NODELAY). -1 on failure. */
 int raw_connect_to(const char *host, int port);
 int raw_connect(struct proxy *p);
+/* Straight to the test backend, logged in with MONGOPLEX_TEST_URI's
+ * credentials if it has any (harness_auth.c); asserts on failure. */
+int raw_connect_backend(void);
 bool raw_send(int fd, const void *data, size_t len);
 
 enum raw_status { RAW_OK, RAW_EOF, RAW_TIMEOUT, RAW_ERROR };

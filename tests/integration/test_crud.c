@@ -320,12 +320,11 @@ Test(crud, raw_insert_100k_docs_in_one_message, .timeout = 240)
 	mongoc_client_t *dc = h_backend_client("itest-raw-insert-direct");
 	struct h_buf b;
 	bson_t r_proxy, r_direct;
-	char db[64], host[256];
+	char db[64];
 	int64_t n_proxy, n_direct, t0, ms_proxy, ms_direct;
-	int port, fd;
+	int fd;
 
 	h_unique(db, sizeof(db), "it_raw100k");
-	h_backend_hostport(host, sizeof(host), &port);
 	hb_init(&b);
 	build_bulk_insert(&b, 4242, db, "docs", ndocs);
 	cr_log_info("raw insert: one OP_MSG of %zu bytes carrying %d documents", b.len, ndocs);
@@ -340,7 +339,7 @@ Test(crud, raw_insert_100k_docs_in_one_message, .timeout = 240)
 	n_proxy = count_docs(pc, db, "docs", NULL);
 	h_drop_db(dc, db);
 	t0 = h_now_ms();
-	fd = raw_connect_to(host, port);
+	fd = raw_connect_backend();
 	raw_exchange(fd, &b, 4242, &r_direct, "raw insert to the backend");
 	close(fd);
 	ms_direct = h_now_ms() - t0;
@@ -1100,18 +1099,17 @@ Test(crud, sessions, .timeout = 60)
 	bson_t opts, rp, rd, *filter;
 	const bson_t *doc;
 	mongoc_cursor_t *cur;
-	char db[64], host[256];
-	int n = 0, port, fd;
+	char db[64];
+	int n = 0, fd;
 
 	h_unique(db, sizeof(db), "it_sess");
 	insert_docs(dc, db, "s", 30);
 
 	/* An explicit lsid passes through: same answer as direct. */
-	h_backend_hostport(host, sizeof(host), &port);
 	fd = raw_connect(p);
 	raw_find_with_lsid(fd, db, &rp);
 	close(fd);
-	fd = raw_connect_to(host, port);
+	fd = raw_connect_backend();
 	raw_find_with_lsid(fd, db, &rd);
 	close(fd);
 	cr_assert_eq(h_get_int(&rp, "ok", 0), 1, "find with lsid through the proxy: %s", json(&rp));

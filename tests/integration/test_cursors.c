@@ -216,13 +216,9 @@ static void wait_stat(struct proxy *p, const char *path, int64_t want)
  * PROBE_DOCS left, or the probes themselves would exhaust it. */
 static void assert_gone_on_backend(const char *db, const char *coll, int64_t id)
 {
-	char host[256];
-	int port, fd;
+	int fd = raw_connect_backend();
 	bson_t reply = BSON_INITIALIZER;
 
-	h_backend_hostport(host, sizeof(host), &port);
-	fd = raw_connect_to(host, port);
-	cr_assert(fd >= 0, "cannot connect to the backend");
 	for (int64_t end = h_now_ms() + HANG_MS; h_now_ms() < end;
 	     h_sleep_ms(HANG_MS / PROBE_DOCS)) {
 		bson_destroy(&reply);

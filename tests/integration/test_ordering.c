@@ -145,13 +145,7 @@ static int64_t run_seq(int fd, enum seq seq, int run, const char *db, const char
 
 static int backend_fd(void)
 {
-	char host[256];
-	int port, fd;
-
-	h_backend_hostport(host, sizeof(host), &port);
-	fd = raw_connect_to(host, port);
-	cr_assert(fd >= 0, "cannot connect to the backend");
-	return fd;
+	return raw_connect_backend();
 }
 
 /* Does the backend run moreToCome writes (true) or close the connection
