@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/xalloc.h"
 #include "pool/batch_ids.h"
 #include "pool/batch_sizes.h"
 #include "pool/pool.h"
@@ -79,10 +80,8 @@ int batch_open_lookups(void)
 
 static struct lookup *lookup_new(const bson_t *body)
 {
-	struct lookup *lk = calloc(1, sizeof(*lk));
+	struct lookup *lk = xcalloc(1, sizeof(*lk));
 
-	if (lk == NULL)
-		fatal("out of memory");
 	batch_ids_list_from_find(body, &lk->ids);
 	return lk;
 }
@@ -108,7 +107,7 @@ static void build_key(const bson_t *body, struct batch *b)
 		if (bson_iter_init_find(&it, body, key_fields[i]))
 			bson_append_iter(&b->extra, key_fields[i], -1, &it);
 	b->keylen = dl + cl + b->extra.len;
-	b->key = malloc(b->keylen);
+	b->key = xmalloc(b->keylen);
 	memcpy(b->key, b->db, dl);
 	memcpy(b->key + dl, b->coll, cl);
 	memcpy(b->key + dl + cl, bson_get_data(&b->extra), b->extra.len);
@@ -204,7 +203,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 
 static struct batch *batch_open(const bson_t *body, const char *db, const char *coll)
 {
-	struct batch *b = calloc(1, sizeof(*b));
+	struct batch *b = xcalloc(1, sizeof(*b));
 
 	snprintf(b->db, sizeof(b->db), "%s", db);
 	snprintf(b->coll, sizeof(b->coll), "%s", coll);
@@ -305,7 +304,7 @@ bool batch_try_submit(struct request *req, const bson_t *body)
 
 static struct evbuffer *command_message(const bson_t *cmd, int32_t *id_out)
 {
-	struct evbuffer *msg = evbuffer_new();
+	struct evbuffer *msg = xevbuffer_new();
 
 	*id_out = wire_next_request_id();
 	wire_append_msg(msg, *id_out, 0, 0, cmd);
@@ -315,12 +314,10 @@ static struct evbuffer *command_message(const bson_t *cmd, int32_t *id_out)
 /* The members' id lists, for batch_ids (shallow). */
 static const struct batch_id_list **member_lists(const struct batch *b)
 {
-	const struct batch_id_list **lists = calloc((size_t)b->nmembers + 1, sizeof(*lists));
+	const struct batch_id_list **lists = xcalloc((size_t)b->nmembers + 1, sizeof(*lists));
 	const struct request *m;
 	int n = 0;
 
-	if (lists == NULL)
-		fatal("out of memory");
 	TAILQ_FOREACH(m, &b->members, queue_link)
 		lists[n++] = &m->lookup->ids;
 	return lists;
@@ -366,10 +363,8 @@ void batch_seal(struct request *req)
 		evtimer_del(b->timer);
 	TAILQ_FOREACH(m, &b->members, queue_link)
 		hist_observe(&hist_batch_wait_ms, (double)(g.now_usec - m->enqueued_usec) / 1000.0);
-	all = malloc(sizeof(*all) * (size_t)(b->nids ? b->nids : 1));
+	all = xmalloc(sizeof(*all) * (size_t)(b->nids ? b->nids : 1));
 	lists = member_lists(b);
-	if (all == NULL)
-		fatal("out of memory");
 	b->nuniq = batch_ids_union(lists, b->nmembers, all); /* shallow: lookups own them */
 	free(lists);
 	build_query(b, all, b->nuniq, &cmd);
@@ -453,13 +448,9 @@ static bool add_found(struct batch *b, const uint8_t *data, uint32_t len)
 
 	if (b->nfound == b->capfound) {
 		b->capfound = b->capfound ? b->capfound * 2 : 64;
-		b->found = realloc(b->found, (size_t)b->capfound * sizeof(*b->found));
-		if (b->found == NULL)
-			fatal("out of memory");
+		b->found = xrealloc(b->found, (size_t)b->capfound * sizeof(*b->found));
 	}
-	copy = malloc(len);
-	if (copy == NULL)
-		fatal("out of memory");
+	copy = xmalloc(len);
 	memcpy(copy, data, len);
 	f = &b->found[b->nfound];
 	if (!batch_ids_doc_init(f, copy, len)) {
@@ -577,10 +568,8 @@ static bool split_is_safe(struct batch *b)
 static void split_and_answer(struct batch *b)
 {
 	struct request *m;
-	int *idx = malloc(sizeof(int) * (size_t)(b->nids + 1));
+	int *idx = xmalloc(sizeof(int) * (size_t)(b->nids + 1));
 
-	if (idx == NULL)
-		fatal("out of memory");
 	while ((m = TAILQ_FIRST(&b->members)) != NULL) {
 		TAILQ_REMOVE(&b->members, m, queue_link);
 		if (m->client == NULL) {

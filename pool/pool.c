@@ -16,6 +16,7 @@
 
 #include <mongoc/mongoc.h>
 
+#include "core/xalloc.h"
 #include "pool/auth.h"
 #include "pool/batch.h"
 #include "pool/sticky.h"
@@ -115,7 +116,7 @@ bool pool_init_all(const char *uri_str, char *err, size_t errlen)
 		goto out;
 	for (h = mongoc_uri_get_hosts(uri); h != NULL; h = h->next)
 		n++;
-	pools = calloc((size_t)n, sizeof(*pools));
+	pools = xcalloc((size_t)n, sizeof(*pools));
 	for (h = mongoc_uri_get_hosts(uri); h != NULL; h = h->next) {
 		struct pool *p = &pools[npools];
 

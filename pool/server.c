@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/xalloc.h"
 #include "pool/auth.h"
 #include "pool/batch.h"
 #include "proxy/janitor.h"
@@ -85,10 +86,8 @@ static void sbuf_cb_server(struct sbuf *sb, enum sbuf_event ev, void *arg);
 
 bool server_connect(struct pool *p)
 {
-	struct server *s = calloc(1, sizeof(*s));
+	struct server *s = xcalloc(1, sizeof(*s));
 
-	if (s == NULL)
-		fatal("out of memory");
 	s->id = next_server_id++;
 	s->pool = p;
 	s->state = SV_CONNECTING;
@@ -108,7 +107,7 @@ bool server_connect(struct pool *p)
 static void send_hello(struct server *s)
 {
 	bson_t cmd;
-	struct evbuffer *out = evbuffer_new();
+	struct evbuffer *out = xevbuffer_new();
 
 	handshake_backend_hello(&cmd);
 	auth_extend_hello(s, &cmd);
@@ -242,7 +241,7 @@ static void deliver(struct server *s, struct evbuffer *buf, uint8_t *data, size_
 	}
 	wire_write_i32(data + 8, req->client_request_id);
 	if (m->flags & MSG_CHECKSUM_PRESENT) {
-		struct evbuffer *copy = evbuffer_new();
+		struct evbuffer *copy = xevbuffer_new();
 
 		wire_msg_prepare_forward(data, len);
 		evbuffer_add(copy, data, len - 4);
@@ -356,7 +355,7 @@ static void read_replies(struct server *s)
 				     "backend sent an invalid messageLength %d", len);
 			return;
 		case WIRE_FRAME_READY:
-			msg = evbuffer_new();
+			msg = xevbuffer_new();
 			evbuffer_remove_buffer(in, msg, (size_t)len);
 			handle_reply(s, msg, (size_t)len);
 			evbuffer_free(msg);

@@ -40,6 +40,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "core/xalloc.h"
 #include "pool/batch.h"
 #include "proxy/janitor.h"
 #include "pool/pool.h"
@@ -132,11 +133,9 @@ static void format_peer(const struct sockaddr *addr, char *buf, size_t len)
 
 void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 {
-	struct client *c = calloc(1, sizeof(*c));
+	struct client *c = xcalloc(1, sizeof(*c));
 	int one = 1;
 
-	if (c == NULL)
-		fatal("out of memory");
 	(void)addrlen;
 	c->id = next_client_id++;
 	c->state = CL_ACTIVE;
@@ -289,7 +288,7 @@ void client_send(struct client *c, struct evbuffer *msg)
 /* Reply built here, for a message that never became a queued request. */
 static void reply_doc(struct client *c, int32_t response_to, bool legacy, const bson_t *doc)
 {
-	struct evbuffer *out = evbuffer_new();
+	struct evbuffer *out = xevbuffer_new();
 
 	if (legacy)
 		wire_append_op_reply(out, response_to, 0, doc);
@@ -411,10 +410,10 @@ static void forward(struct client *c, struct evbuffer *buf, uint8_t *data, size_
 	count_forward(ri, req->more_to_come);
 	req->retryable_write = ri->retryable_write;
 	if (newlen != len) { /* checksum stripped: keep the first newlen bytes */
-		req->msg = evbuffer_new();
+		req->msg = xevbuffer_new();
 		evbuffer_add(req->msg, data, newlen);
 	} else {
-		req->msg = evbuffer_new();
+		req->msg = xevbuffer_new();
 		evbuffer_add_buffer(req->msg, buf);
 	}
 	req->held_bytes = evbuffer_get_length(req->msg);
@@ -588,7 +587,7 @@ static void process_input(struct client *c)
 			break;
 		case WIRE_FRAME_READY:
 			c->partial_since_usec = 0;
-			msg = evbuffer_new();
+			msg = xevbuffer_new();
 			evbuffer_remove_buffer(in, msg, (size_t)len);
 			handle_message(c, msg, (size_t)len);
 			evbuffer_free(msg);

@@ -35,6 +35,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/xalloc.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
 #include "proxy/proxy.h"
@@ -91,10 +92,8 @@ static uint64_t ehash(int64_t id, const char *ns)
 static void *grow(void *tab, size_t *size, size_t elem_next_off, uint64_t (*hash)(const void *))
 {
 	size_t nsize = *size ? *size * 2 : 64;
-	void **old = tab, **nt = calloc(nsize, sizeof(*nt));
+	void **old = tab, **nt = xcalloc(nsize, sizeof(*nt));
 
-	if (nt == NULL)
-		fatal("out of memory");
 	for (size_t i = 0; i < *size; i++) {
 		void *e = old[i];
 
@@ -158,9 +157,7 @@ static struct cowner *owner_get(uint64_t id)
 	if ((size_t)n_owners + 1 > otab_size)
 		otab = grow(otab, &otab_size, offsetof(struct cowner, hnext), ohash_of);
 	pp = oslot(id);
-	o = calloc(1, sizeof(*o));
-	if (o == NULL)
-		fatal("out of memory");
+	o = xcalloc(1, sizeof(*o));
 	o->id = id;
 	*pp = o;
 	n_owners++;
@@ -203,9 +200,7 @@ void cursor_table_record(uint64_t owner, struct pool *pool, int64_t id, const ch
 	if ((size_t)n_entries + 1 > etab_size)
 		etab = grow(etab, &etab_size, offsetof(struct centry, hnext), ehash_of);
 	pp = eslot(id, ns);
-	e = malloc(sizeof(*e) + nslen + 1);
-	if (e == NULL)
-		fatal("out of memory");
+	e = xmalloc(sizeof(*e) + nslen + 1);
 	e->id = id;
 	e->owner = owner;
 	e->pool = pool;
@@ -372,10 +367,9 @@ struct cursor_note {
 
 static struct cursor_note *note_new(enum note_kind kind, uint64_t owner, const char *ns)
 {
-	struct cursor_note *n = calloc(1, sizeof(*n));
+	struct cursor_note *n = xcalloc(1, sizeof(*n));
 
-	if (n == NULL || (n->ns = strdup(ns)) == NULL)
-		fatal("out of memory");
+	n->ns = xstrdup(ns);
 	n->kind = kind;
 	n->owner = owner;
 	return n;
@@ -383,11 +377,7 @@ static struct cursor_note *note_new(enum note_kind kind, uint64_t owner, const c
 
 static int64_t *ids_alloc(size_t n)
 {
-	int64_t *ids = malloc(sizeof(*ids) * (n ? n : 1));
-
-	if (ids == NULL)
-		fatal("out of memory");
-	return ids;
+	return xmalloc(sizeof(int64_t) * (n ? n : 1));
 }
 
 /* ---- kill on close ---------------------------------------------------- */
@@ -411,9 +401,8 @@ static void kill_enqueue(struct pool *pool, const char *ns, int64_t id)
 	struct kill_job *j = TAILQ_LAST(&kill_jobs, kill_job_list);
 
 	if (j == NULL || j->pool != pool || strcmp(j->ns, ns) != 0 || j->n == CURSOR_KILL_CHUNK) {
-		j = calloc(1, sizeof(*j));
-		if (j == NULL || (j->ns = strdup(ns)) == NULL)
-			fatal("out of memory");
+		j = xcalloc(1, sizeof(*j));
+		j->ns = xstrdup(ns);
 		j->pool = pool;
 		TAILQ_INSERT_TAIL(&kill_jobs, j, link);
 	}
@@ -453,7 +442,7 @@ static void kill_send(struct kill_job *j)
 	BSON_APPEND_UTF8(&cmd, "killCursors", dot + 1);
 	append_ids(&cmd, "cursors", j->ids, j->n, NULL, 0);
 	BSON_APPEND_UTF8(&cmd, "$db", db);
-	req->msg = evbuffer_new();
+	req->msg = xevbuffer_new();
 	wire_append_msg(req->msg, 0, 0, 0, &cmd);
 	bson_destroy(&cmd);
 	snprintf(req->cmd, sizeof(req->cmd), "killCursors");
@@ -515,9 +504,7 @@ void cursor_client_closed(uint64_t client_id)
 	if (op == NULL || *op == NULL)
 		return;
 	total = (*op)->n;
-	all = malloc(sizeof(*all) * (size_t)total);
-	if (all == NULL)
-		fatal("out of memory");
+	all = xmalloc(sizeof(*all) * (size_t)total);
 	for (e = (*op)->head; e != NULL; e = e->onext)
 		all[n++] = e;
 	qsort(all, (size_t)n, sizeof(*all), cmp_pool_ns);
@@ -669,7 +656,7 @@ static void rewrite_kill(struct request *req, const bson_t *body, const struct c
 		}
 	if (req->msg != NULL)
 		evbuffer_free(req->msg);
-	req->msg = evbuffer_new();
+	req->msg = xevbuffer_new();
 	wire_append_msg(req->msg, 0, 0, req->more_to_come ? MSG_MORE_TO_COME : 0, &out);
 	bson_destroy(&out);
 }
