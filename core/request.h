@@ -64,12 +64,6 @@ struct request {
 
 TAILQ_HEAD(request_list, request);
 
-/* Overload refusals (max_queue, queue_timeout_ms, max_client_conn): one
- * stable code, and the labels drivers back off and retry on. */
-#define OVERLOAD_CODE	  462
-#define OVERLOAD_CODENAME "IngressRequestRateLimitExceeded"
-extern const char *const overload_labels[];
-
 struct request *request_new(struct client *client, enum request_kind kind);
 void request_free(struct request *req);
 

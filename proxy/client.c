@@ -40,6 +40,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "core/errors.h"
 #include "core/xalloc.h"
 #include "pool/batch.h"
 #include "proxy/janitor.h"
@@ -361,13 +362,13 @@ static void handle_local(struct client *c, const struct wire_msg *m, const struc
 		return;
 	case ROUTE_AUTH:
 		request_fail(
-		    req, 18, "AuthenticationFailed",
+		    req, MP_ERR(AUTHENTICATION_FAILED),
 		    "mongoplex: client authentication is not supported yet; connect without "
 		    "credentials (the proxy authenticates to the backend itself)",
 		    NULL);
 		return;
 	default:
-		request_fail(req, 59, "CommandNotFound", ri->refuse_msg, NULL);
+		request_fail(req, MP_ERR(COMMAND_NOT_FOUND), ri->refuse_msg, NULL);
 		return;
 	}
 }
@@ -447,15 +448,14 @@ static void handle_op_msg(struct client *c, struct evbuffer *buf, uint8_t *data,
 	req->client_request_id = m.h.request_id;
 	req->more_to_come = (m.flags & MSG_MORE_TO_COME) != 0;
 	if (!router_classify(&m.body, &ri)) {
-		request_fail(req, 40571, "Location40571", ri.refuse_msg, NULL);
+		request_fail(req, MP_ERR(LOCATION_40571), ri.refuse_msg, NULL);
 		return;
 	}
 	snprintf(req->cmd, sizeof(req->cmd), "%s", ri.cmd);
 	if (g.shutting_down && ri.route != ROUTE_HELLO) {
-		static const char *const labels[] = {"RetryableError", "RetryableWriteError", NULL};
-
 		STAT_INC(refused_shutdown);
-		request_fail(req, 91, "ShutdownInProgress", "mongoplex is shutting down", labels);
+		request_fail(req, MP_ERR(SHUTDOWN_IN_PROGRESS), "mongoplex is shutting down",
+			     MP_ERR_LABELS(SHUTDOWN_IN_PROGRESS));
 		return;
 	}
 	if (ri.route != ROUTE_FORWARD) {
@@ -492,7 +492,7 @@ static void handle_op_query(struct client *c, uint8_t *data, size_t len)
 		STAT_INC(bad_messages);
 		client_info(c, "refused legacy OP_QUERY on %s", q.collection);
 		reply_error(
-		    c, q.h.request_id, true, 352, "UnsupportedOpQueryCommand",
+		    c, q.h.request_id, true, MP_ERR(UNSUPPORTED_OP_QUERY_COMMAND),
 		    "mongoplex: OP_QUERY is only supported for the hello/isMaster handshake; "
 		    "use OP_MSG",
 		    NULL);
@@ -517,8 +517,9 @@ static void handle_message(struct client *c, struct evbuffer *buf, size_t len)
 		snprintf(msg, sizeof(msg),
 			 "mongoplex: too many client connections (max_client_conn = %" PRId64 ")",
 			 g.cfg.max_client_conn);
-		reply_error(c, wire_read_i32(data + 4), opcode == OP_QUERY, OVERLOAD_CODE,
-			    OVERLOAD_CODENAME, msg, overload_labels);
+		reply_error(c, wire_read_i32(data + 4), opcode == OP_QUERY,
+			    MP_ERR(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED), msg,
+			    MP_ERR_LABELS(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED));
 		c->closing = true;
 		return;
 	}
@@ -534,7 +535,7 @@ static void handle_message(struct client *c, struct evbuffer *buf, size_t len)
 		client_info(c, "refused %s (opcode %d)", wire_opcode_name(opcode), opcode);
 		snprintf(msg, sizeof(msg), "mongoplex: unsupported opcode %d (%s); use OP_MSG",
 			 opcode, wire_opcode_name(opcode));
-		reply_error(c, wire_read_i32(data + 4), false, 2, "BadValue", msg, NULL);
+		reply_error(c, wire_read_i32(data + 4), false, MP_ERR(BAD_VALUE), msg, NULL);
 		break;
 	}
 }
@@ -549,7 +550,7 @@ static void framing_lost(struct client *c, int32_t len, const uint8_t *hdr, size
 	snprintf(msg, sizeof(msg), "mongoplex: invalid messageLength %d (must be 16..%d)", len,
 		 WIRE_MAX_MESSAGE);
 	if (avail >= WIRE_HEADER_LEN)
-		reply_error(c, wire_read_i32(hdr + 4), false, 10334, "BSONObjectTooLarge", msg,
+		reply_error(c, wire_read_i32(hdr + 4), false, MP_ERR(BSON_OBJECT_TOO_LARGE), msg,
 			    NULL);
 	client_info(c, "%s; closing after the error reply", msg);
 	c->closing = true;

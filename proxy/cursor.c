@@ -35,6 +35,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/errors.h"
 #include "core/xalloc.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
@@ -555,7 +556,7 @@ static void refuse_unknown(struct request *req, int64_t id)
 
 	STAT_INC(cursor_refusals);
 	snprintf(msg, sizeof(msg), "mongoplex: cursor id %" PRId64 " not found", id);
-	request_fail(req, 43, "CursorNotFound", msg, NULL);
+	request_fail(req, MP_ERR(CURSOR_NOT_FOUND), msg, NULL);
 }
 
 static char *ns_of(const char *db, const char *coll)
@@ -571,16 +572,16 @@ static bool admit_getmore(struct request *req, const bson_t *body)
 	char *ns;
 
 	if (!read_cmd(body, &cc, err, sizeof(err))) {
-		request_fail(req, 40413, "Location40413", err, NULL);
+		request_fail(req, MP_ERR(IDL_DUPLICATE_FIELD), err, NULL);
 		return true;
 	}
 	if (!id_value(&cc.first_it, &id)) {
-		request_fail(req, 14, "TypeMismatch",
+		request_fail(req, MP_ERR(TYPE_MISMATCH),
 			     "mongoplex: getMore: the cursor id must be a 64-bit integer", NULL);
 		return true;
 	}
 	if (!cc.have_second || !BSON_ITER_HOLDS_UTF8(&cc.second_it)) {
-		request_fail(req, 40414, "Location40414",
+		request_fail(req, MP_ERR(IDL_FAILED_TO_PARSE),
 			     "mongoplex: getMore: field 'collection' is missing or not a string",
 			     NULL);
 		return true;
@@ -669,12 +670,12 @@ static bool admit_kill(struct request *req, const bson_t *body)
 	char *ns;
 
 	if (!read_cmd(body, &cc, err, sizeof(err))) {
-		request_fail(req, 40413, "Location40413", err, NULL);
+		request_fail(req, MP_ERR(IDL_DUPLICATE_FIELD), err, NULL);
 		return true;
 	}
 	if (!BSON_ITER_HOLDS_UTF8(&cc.first_it) || !cc.have_second ||
 	    !BSON_ITER_HOLDS_ARRAY(&cc.second_it)) {
-		request_fail(req, 14, "TypeMismatch",
+		request_fail(req, MP_ERR(TYPE_MISMATCH),
 			     "mongoplex: killCursors needs a collection name and an array "
 			     "'cursors' of 64-bit integer cursor ids",
 			     NULL);
@@ -685,7 +686,7 @@ static bool admit_kill(struct request *req, const bson_t *body)
 	bson_free(ns);
 	req->cursor = n;
 	if (!split_ids(req, &cc.second_it, n->ns, n)) {
-		request_fail(req, 14, "TypeMismatch",
+		request_fail(req, MP_ERR(TYPE_MISMATCH),
 			     "mongoplex: killCursors: every cursor id must be a 64-bit integer",
 			     NULL);
 		return true;
@@ -709,7 +710,7 @@ bool cursor_admit(struct request *req, const struct wire_msg *m)
 	if (req->client == NULL)
 		return false;
 	if (m->nsequences > 0) {
-		request_fail(req, 2, "BadValue",
+		request_fail(req, MP_ERR(BAD_VALUE),
 			     "mongoplex: getMore/killCursors take no document sequences", NULL);
 		return true;
 	}

@@ -16,8 +16,6 @@
 #include "core/stats.h"
 #include "core/wire.h"
 
-const char *const overload_labels[] = {"SystemOverloadedError", "RetryableError", NULL};
-
 struct request *request_new(struct client *client, enum request_kind kind)
 {
 	struct request *req = xcalloc(1, sizeof(*req));
