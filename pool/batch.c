@@ -45,6 +45,7 @@ struct lookup {
 #define COLL_NAME_MAX 256
 
 struct batch {
+	uint64_t id;	     /* B-<id> in log lines */
 	struct request *req; /* the REQ_BATCH request that runs it */
 	char *key;	     /* db, coll, projection, readConcern, readPreference, maxTimeMS */
 	size_t keylen;
@@ -70,6 +71,7 @@ struct batch {
 
 static TAILQ_HEAD(, batch) open_batches = TAILQ_HEAD_INITIALIZER(open_batches);
 static int open_lookups;
+static uint64_t next_batch_id = 1;
 
 int batch_open_lookups(void)
 {
@@ -205,6 +207,7 @@ static struct batch *batch_open(const bson_t *body, const char *db, const char *
 {
 	struct batch *b = xcalloc(1, sizeof(*b));
 
+	b->id = next_batch_id++;
 	snprintf(b->db, sizeof(b->db), "%s", db);
 	snprintf(b->coll, sizeof(b->coll), "%s", coll);
 	build_key(body, b);
@@ -227,6 +230,9 @@ static void add_member(struct batch *b, struct request *req)
 	b->nmembers++;
 	b->nids += req->lookup->ids.n;
 	open_lookups++;
+	log_debug("B-%" PRIu64 " %s.%s: C-%" PRIu64 " request %d joins (%d lookups, %d ids)", b->id,
+		  b->db, b->coll, req->client ? req->client->id : 0, req->client_request_id,
+		  b->nmembers, b->nids);
 	if (b->nids >= b->max_ids)
 		close_batch(b); /* full: it runs as soon as a connection frees up */
 }
@@ -257,7 +263,8 @@ bool batch_try_submit(struct request *req, const bson_t *body)
 	bool fresh = false;
 
 	if (why != NULL) {
-		log_debug("find not batchable: %s", why);
+		log_debug("C-%" PRIu64 " request %d: find not batchable: %s",
+			  req->client ? req->client->id : 0, req->client_request_id, why);
 		return false;
 	}
 	if (idle && g.cfg.batch_max_wait_us == 0 && TAILQ_EMPTY(&open_batches))
@@ -378,6 +385,8 @@ void batch_seal(struct request *req)
 	if (b->nmembers > 1)
 		STAT_ADD(batch_lookups_merged, (uint64_t)b->nmembers);
 	hist_observe(&hist_batch_ids, b->nuniq);
+	log_debug("B-%" PRIu64 " %s.%s sealed: %d lookups, %d unique ids", b->id, b->db, b->coll,
+		  b->nmembers, b->nuniq);
 }
 
 /* Turn a member back into a plain forwarded request. */
@@ -606,10 +615,12 @@ void batch_on_reply(struct server *s, struct request *req, const struct wire_msg
 	if (b->getmores == 0 && b->nfound >= b->nuniq)
 		STAT_INC(batch_getmores_saved); /* batchSize = ids would have left it open */
 	if (!split_is_safe(b)) {
-		log_warning("merged query on %s.%s returned documents that match no lookup by "
-			    "MongoDB equality, or _id values the batcher cannot compare exactly; "
-			    "re-running each lookup alone",
-			    b->db, b->coll);
+		server_warning(
+		    s,
+		    "B-%" PRIu64 " merged query on %s.%s (%d lookups) returned documents "
+		    "that match no lookup by MongoDB equality, or _id values the batcher "
+		    "cannot compare exactly; re-running each lookup alone",
+		    b->id, b->db, b->coll, b->nmembers);
 		give_up(s, req);
 		return;
 	}
@@ -625,9 +636,11 @@ void batch_reply_discarded(struct server *s, struct request *req, int64_t len)
 	struct batch *b = req->batch;
 	int64_t avg = len / (b->nuniq > 0 ? b->nuniq : 1);
 
-	log_warning("merged query on %s.%s: the backend's %" PRId64 "-byte reply exceeds "
-		    "maxMessageSizeBytes; discarded, each lookup re-run alone",
-		    b->db, b->coll, len);
+	server_warning(
+	    s,
+	    "B-%" PRIu64 " merged query on %s.%s (%d lookups): the backend's %" PRId64
+	    "-byte reply exceeds maxMessageSizeBytes; discarded, each lookup re-run alone",
+	    b->id, b->db, b->coll, b->nmembers, len);
 	STAT_INC(batch_replies_discarded);
 	batch_sizes_observe(b->db, b->coll, avg > UINT32_MAX ? UINT32_MAX : (uint32_t)avg);
 	give_up(s, req);

@@ -163,8 +163,8 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 		c->over_limit = true;
 		n_over_limit++;
 		STAT_INC(clients_refused);
-		log_warning("C-%" PRIu64 " %s: over max_client_conn (%" PRId64 "), will refuse",
-			    c->id, c->peer, g.cfg.max_client_conn);
+		client_warning(c, "over max_client_conn (%" PRId64 "), will refuse",
+			       g.cfg.max_client_conn);
 	}
 	sbuf_set_read_high(&c->sb, (size_t)g.cfg.max_client_buffer_bytes);
 	client_debug(c, "connected");
