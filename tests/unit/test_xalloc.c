@@ -67,11 +67,12 @@ static void fail_calloc(void)
 {
 	free(xcalloc(huge / 2, 4));
 }
+static char *volatile realloc_block; /* a global: still reachable when the child exits */
+
 static void fail_realloc(void)
 {
-	char *p = xmalloc(16);
-
-	free(xrealloc(p, huge));
+	realloc_block = xmalloc(16);
+	realloc_block = xrealloc(realloc_block, huge);
 }
 
 static void expect_fatal(void (*fn)(void), const char *call)
