@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "config/secret.h"
+#include "core/xalloc.h"
 
 #define OFF(field) offsetof(struct cfg, field)
 #define MB	   (1024LL * 1024LL)
@@ -206,7 +207,7 @@ bool cfg_set(struct cfg *c, const char *name, const char *value, char *err, size
 	switch (k->type) {
 	case CFG_STRING:
 		free(*(char **)field);
-		*(char **)field = strdup(value);
+		*(char **)field = xstrdup(value);
 		return true;
 	case CFG_INT:
 		return parse_int(k, value, (int64_t *)field, err, errlen);

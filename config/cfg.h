@@ -102,7 +102,7 @@ void cfg_keep_static(const struct cfg *old, struct cfg *next);
 void cfg_write_example(FILE *out);
 void cfg_write_help(FILE *out);
 
-/* Render one setting's current value as text (for the admin command). */
+/* Render one setting's current value as text (reload compares and logs them). */
 void cfg_format_value(const struct cfg *c, const struct cfg_key *k, char *buf, size_t len);
 
 void cfg_free(struct cfg *c);

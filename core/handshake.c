@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include "core/errors.h"
 #include "core/wire.h"
 #include "version.h"
 
@@ -112,7 +113,7 @@ bool handshake_client_reply(const bson_t *cmd, const char *cmd_name, const struc
 	bson_iter_t it;
 
 	if (!first_hello && bson_iter_init_find(&it, cmd, "client")) {
-		wire_error_doc(out, 186, "ClientMetadataCannotBeMutated",
+		wire_error_doc(out, MP_ERR(CLIENT_METADATA_CANNOT_BE_MUTATED),
 			       "The client metadata document may only be sent in the first hello",
 			       NULL);
 		return false;

@@ -2,10 +2,17 @@
  * request.h — one client request on its way through the proxy.
  *
  * A request belongs to its client (client->requests, until done) and, while
- * it waits, to exactly one queue through `queue_link`: a pool's wait queue, a
- * pool's hello waiters, or a batch's member list. While it runs it is
- * referenced by exactly one server (server->req). When its client goes away
- * first, `client` becomes NULL and the reply is dropped on arrival.
+ * it waits, to at most one queue through `queue_link`: a pool's wait queue,
+ * a pool's hello waiters or a server's sticky queue (`queued` set;
+ * `wait_server` names the server), or a batch's member list.
+ * While it runs it is referenced by exactly one server (server->req). When
+ * its client goes away first, `client` becomes NULL and the reply is dropped
+ * on arrival.
+ *
+ * Batch members (REQ_LOOKUP) differ: one stays on its batch's member list
+ * from joining until it is answered or re-run alone, with `queued` false, and
+ * never runs on a server itself: the batch's own REQ_BATCH request (no
+ * client, on no client's list) is queued and runs for all of them.
  *
  * Kinds:
  *   REQ_FORWARD  raw bytes forwarded for one exchange
@@ -40,7 +47,7 @@ struct request {
 	struct client *client;
 	TAILQ_ENTRY(request) client_link;
 	TAILQ_ENTRY(request) queue_link;
-	bool queued;		    /* on some queue through queue_link */
+	bool queued;		    /* on a pool or sticky queue (never set for batch members) */
 	struct server *wait_server; /* queued on this server's sticky queue (pool/sticky.c) */
 	size_t held_bytes;	    /* message bytes counted in the memory bound until sent */
 	struct evbuffer *msg;	    /* message to send, header included */
@@ -63,12 +70,6 @@ struct request {
 };
 
 TAILQ_HEAD(request_list, request);
-
-/* Overload refusals (max_queue, queue_timeout_ms, max_client_conn): one
- * stable code, and the labels drivers back off and retry on. */
-#define OVERLOAD_CODE	  462
-#define OVERLOAD_CODENAME "IngressRequestRateLimitExceeded"
-extern const char *const overload_labels[];
 
 struct request *request_new(struct client *client, enum request_kind kind);
 void request_free(struct request *req);

@@ -9,6 +9,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "core/xalloc.h"
+
 #define READ_CHUNK (64 * 1024)
 
 static void on_readable(evutil_socket_t fd, short what, void *arg);
@@ -46,12 +48,12 @@ static bool setup(struct sbuf *sb, struct event_base *base, evutil_socket_t fd, 
 	sb->fd = fd;
 	sb->cb = cb;
 	sb->arg = arg;
-	sb->in = evbuffer_new();
-	sb->out = evbuffer_new();
+	sb->in = xevbuffer_new();
+	sb->out = xevbuffer_new();
 	sb->rev = event_new(base, fd, EV_READ | EV_PERSIST, on_readable, sb);
 	sb->wev = event_new(base, fd, EV_WRITE | EV_PERSIST, on_writable, sb);
 	sb->want_read = true;
-	return sb->in && sb->out && sb->rev && sb->wev && evutil_make_socket_nonblocking(fd) == 0;
+	return sb->rev && sb->wev && evutil_make_socket_nonblocking(fd) == 0;
 }
 
 bool sbuf_accept(struct sbuf *sb, struct event_base *base, evutil_socket_t fd, sbuf_cb cb,

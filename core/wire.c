@@ -17,6 +17,7 @@
 
 #include "core/bsonval.h"
 #include "core/crc32c.h"
+#include "core/errors.h"
 
 int32_t wire_read_i32(const uint8_t *p)
 {
@@ -93,26 +94,26 @@ static bool check_doc(const uint8_t *p, size_t room, const struct doc_limits *li
 	int32_t len;
 
 	if (room < 5) {
-		wire_set_error(err, 22, "InvalidBSON", "%s: truncated document", what);
+		wire_set_error(err, MP_ERR(INVALID_BSON), "%s: truncated document", what);
 		return false;
 	}
 	len = wire_read_i32(p);
 	if (len < 5 || (size_t)len > room || (size_t)len > lim->max_len) {
-		wire_set_error(err, 22, "InvalidBSON", "%s: document length %d does not fit", what,
-			       len);
+		wire_set_error(err, MP_ERR(INVALID_BSON), "%s: document length %d does not fit",
+			       what, len);
 		return false;
 	}
 	switch (bsonval_check(p, (size_t)len, lim->max_depth, &bad_off)) {
 	case BSONVAL_OK:
 		break;
 	case BSONVAL_TOO_DEEP:
-		wire_set_error(err, 15, "Overflow",
+		wire_set_error(err, MP_ERR(OVERFLOW),
 			       "%s%s: BSONObj exceeds maximum nested object depth %u", lim->prefix,
 			       what, lim->max_depth);
 		return false;
 	case BSONVAL_INVALID:
 	default:
-		wire_set_error(err, 22, "InvalidBSON", "%s: invalid BSON (at byte %zu)", what,
+		wire_set_error(err, MP_ERR(INVALID_BSON), "%s: invalid BSON (at byte %zu)", what,
 			       bad_off);
 		return false;
 	}
@@ -129,18 +130,18 @@ static bool check_sequence(const uint8_t *p, size_t room, const struct doc_limit
 	size_t off;
 
 	if (room < 4) {
-		wire_set_error(err, 2, "BadValue", "OP_MSG: truncated document sequence");
+		wire_set_error(err, MP_ERR(BAD_VALUE), "OP_MSG: truncated document sequence");
 		return false;
 	}
 	size = wire_read_i32(p);
 	if (size < 5 || (size_t)size > room) {
-		wire_set_error(err, 2, "BadValue", "OP_MSG: document sequence size %d does not fit",
-			       size);
+		wire_set_error(err, MP_ERR(BAD_VALUE),
+			       "OP_MSG: document sequence size %d does not fit", size);
 		return false;
 	}
 	nul = memchr(p + 4, '\0', (size_t)size - 4);
 	if (nul == NULL || nul == p + 4) {
-		wire_set_error(err, 2, "BadValue", "OP_MSG: bad document sequence identifier");
+		wire_set_error(err, MP_ERR(BAD_VALUE), "OP_MSG: bad document sequence identifier");
 		return false;
 	}
 	off = (size_t)(nul - p) + 1;
@@ -161,19 +162,19 @@ static bool check_flags_and_checksum(const uint8_t *data, size_t *len, struct wi
 {
 	m->flags = (uint32_t)wire_read_i32(data + WIRE_HEADER_LEN);
 	if (m->flags & MSG_REQUIRED_MASK & ~MSG_KNOWN_FLAGS) {
-		wire_set_error(err, 2, "BadValue", "OP_MSG: unknown required flag bits 0x%x",
+		wire_set_error(err, MP_ERR(BAD_VALUE), "OP_MSG: unknown required flag bits 0x%x",
 			       m->flags & MSG_REQUIRED_MASK & ~MSG_KNOWN_FLAGS);
 		return false;
 	}
 	if (!(m->flags & MSG_CHECKSUM_PRESENT))
 		return true;
 	if (*len < WIRE_HEADER_LEN + 4 + 4 + 1) {
-		wire_set_error(err, 2, "BadValue", "OP_MSG: too short for its checksum");
+		wire_set_error(err, MP_ERR(BAD_VALUE), "OP_MSG: too short for its checksum");
 		return false;
 	}
 	*len -= 4;
 	if (crc32c(data, *len) != (uint32_t)wire_read_i32(data + *len)) {
-		wire_set_error(err, 2, "BadValue", "OP_MSG: checksum mismatch");
+		wire_set_error(err, MP_ERR(BAD_VALUE), "OP_MSG: checksum mismatch");
 		return false;
 	}
 	return true;
@@ -188,7 +189,8 @@ static bool parse_msg(const uint8_t *data, size_t len, const struct doc_limits *
 	memset(m, 0, sizeof(*m));
 	wire_read_header(data, &m->h);
 	if (len < off + 1) {
-		wire_set_error(err, 2, "BadValue", "OP_MSG: message too short (%zu bytes)", len);
+		wire_set_error(err, MP_ERR(BAD_VALUE), "OP_MSG: message too short (%zu bytes)",
+			       len);
 		return false;
 	}
 	if (!check_flags_and_checksum(data, &len, m, err))
@@ -199,7 +201,7 @@ static bool parse_msg(const uint8_t *data, size_t len, const struct doc_limits *
 
 		if (kind == 0) {
 			if (have_body) {
-				wire_set_error(err, 2, "BadValue",
+				wire_set_error(err, MP_ERR(BAD_VALUE),
 					       "OP_MSG: more than one body section");
 				return false;
 			}
@@ -213,13 +215,14 @@ static bool parse_msg(const uint8_t *data, size_t len, const struct doc_limits *
 			if (m->nsequences++ == 0)
 				m->seq_start = data + off - 1;
 		} else {
-			wire_set_error(err, 2, "BadValue", "OP_MSG: unknown section kind %u", kind);
+			wire_set_error(err, MP_ERR(BAD_VALUE), "OP_MSG: unknown section kind %u",
+				       kind);
 			return false;
 		}
 		off += n;
 	}
 	if (!have_body) {
-		wire_set_error(err, 2, "BadValue", "OP_MSG: no body section");
+		wire_set_error(err, MP_ERR(BAD_VALUE), "OP_MSG: no body section");
 		return false;
 	}
 	if (!bson_init_static(&m->body, data + m->body_offset,
@@ -284,19 +287,19 @@ bool wire_parse_query(const uint8_t *data, size_t len, struct wire_query *q, str
 	memset(q, 0, sizeof(*q));
 	wire_read_header(data, &q->h);
 	if (len < off + 1 + 8) {
-		wire_set_error(err, 2, "BadValue", "OP_QUERY: message too short");
+		wire_set_error(err, MP_ERR(BAD_VALUE), "OP_QUERY: message too short");
 		return false;
 	}
 	q->flags = wire_read_i32(data + WIRE_HEADER_LEN);
 	nul = memchr(data + off, '\0', len - off);
 	if (nul == NULL) {
-		wire_set_error(err, 2, "BadValue", "OP_QUERY: unterminated collection name");
+		wire_set_error(err, MP_ERR(BAD_VALUE), "OP_QUERY: unterminated collection name");
 		return false;
 	}
 	q->collection = (const char *)data + off;
 	off = (size_t)(nul - data) + 1 + 8; /* numberToSkip, numberToReturn */
 	if (off > len) {
-		wire_set_error(err, 2, "BadValue", "OP_QUERY: message too short");
+		wire_set_error(err, MP_ERR(BAD_VALUE), "OP_QUERY: message too short");
 		return false;
 	}
 	if (!check_doc(data + off, len - off, &request_limits, &dl, err, "OP_QUERY query"))
@@ -370,7 +373,14 @@ void wire_error_doc(bson_t *doc, int code, const char *codename, const char *msg
 {
 	bson_init(doc);
 	BSON_APPEND_DOUBLE(doc, "ok", 0.0);
-	BSON_APPEND_UTF8(doc, "errmsg", msg);
+	if (strncmp(msg, MP_ERRMSG_PREFIX, strlen(MP_ERRMSG_PREFIX)) == 0) {
+		BSON_APPEND_UTF8(doc, "errmsg", msg);
+	} else { /* one prefix everywhere: the framer's messages come without it */
+		char *full = bson_strdup_printf("%s%s", MP_ERRMSG_PREFIX, msg);
+
+		BSON_APPEND_UTF8(doc, "errmsg", full);
+		bson_free(full);
+	}
 	BSON_APPEND_INT32(doc, "code", code);
 	BSON_APPEND_UTF8(doc, "codeName", codename);
 	if (labels != NULL && labels[0] != NULL) {

@@ -130,7 +130,8 @@ void wire_append_msg(struct evbuffer *out, int32_t request_id, int32_t response_
 void wire_append_op_reply(struct evbuffer *out, int32_t response_to, uint32_t flags,
 			  const bson_t *doc);
 
-/* {ok: 0, errmsg, code, codeName, errorLabels?}; labels is a NULL-terminated list. */
+/* {ok: 0, errmsg, code, codeName, errorLabels?}; labels is a NULL-terminated list.
+ * errmsg always starts with "mongoplex: " (added when msg lacks it). */
 void wire_error_doc(bson_t *doc, int code, const char *codename, const char *msg,
 		    const char *const *labels);
 

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "config/secret.h"
+#include "core/xalloc.h"
 #include "pool/pool.h"
 #include "pool/server.h"
 #include "core/globals.h"
@@ -197,10 +198,8 @@ bool auth_reload(const char *uri, const char *password_file, char *err, size_t e
 
 static struct auth_conv *conv_new(struct server *s)
 {
-	struct auth_conv *a = calloc(1, sizeof(*a));
+	struct auth_conv *a = xcalloc(1, sizeof(*a));
 
-	if (a == NULL)
-		fatal("out of memory");
 	s->auth = a;
 	return a;
 }
@@ -273,7 +272,7 @@ void auth_extend_hello(struct server *s, bson_t *cmd)
 
 static void send_cmd(struct server *s, bson_t *cmd)
 {
-	struct evbuffer *out = evbuffer_new();
+	struct evbuffer *out = xevbuffer_new();
 
 	BSON_APPEND_UTF8(cmd, "$db", cred.source);
 	s->expect_response_to = wire_next_request_id();

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/xalloc.h"
 #include "pool/batch_ids.h"
 #include "pool/batch_sizes.h"
 #include "pool/pool.h"
@@ -44,6 +45,7 @@ struct lookup {
 #define COLL_NAME_MAX 256
 
 struct batch {
+	uint64_t id;	     /* B-<id> in log lines */
 	struct request *req; /* the REQ_BATCH request that runs it */
 	char *key;	     /* db, coll, projection, readConcern, readPreference, maxTimeMS */
 	size_t keylen;
@@ -69,6 +71,7 @@ struct batch {
 
 static TAILQ_HEAD(, batch) open_batches = TAILQ_HEAD_INITIALIZER(open_batches);
 static int open_lookups;
+static uint64_t next_batch_id = 1;
 
 int batch_open_lookups(void)
 {
@@ -79,10 +82,8 @@ int batch_open_lookups(void)
 
 static struct lookup *lookup_new(const bson_t *body)
 {
-	struct lookup *lk = calloc(1, sizeof(*lk));
+	struct lookup *lk = xcalloc(1, sizeof(*lk));
 
-	if (lk == NULL)
-		fatal("out of memory");
 	batch_ids_list_from_find(body, &lk->ids);
 	return lk;
 }
@@ -108,7 +109,7 @@ static void build_key(const bson_t *body, struct batch *b)
 		if (bson_iter_init_find(&it, body, key_fields[i]))
 			bson_append_iter(&b->extra, key_fields[i], -1, &it);
 	b->keylen = dl + cl + b->extra.len;
-	b->key = malloc(b->keylen);
+	b->key = xmalloc(b->keylen);
 	memcpy(b->key, b->db, dl);
 	memcpy(b->key + dl, b->coll, cl);
 	memcpy(b->key + dl + cl, bson_get_data(&b->extra), b->extra.len);
@@ -204,8 +205,9 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 
 static struct batch *batch_open(const bson_t *body, const char *db, const char *coll)
 {
-	struct batch *b = calloc(1, sizeof(*b));
+	struct batch *b = xcalloc(1, sizeof(*b));
 
+	b->id = next_batch_id++;
 	snprintf(b->db, sizeof(b->db), "%s", db);
 	snprintf(b->coll, sizeof(b->coll), "%s", coll);
 	build_key(body, b);
@@ -228,6 +230,9 @@ static void add_member(struct batch *b, struct request *req)
 	b->nmembers++;
 	b->nids += req->lookup->ids.n;
 	open_lookups++;
+	log_debug("B-%" PRIu64 " %s.%s: C-%" PRIu64 " request %d joins (%d lookups, %d ids)", b->id,
+		  b->db, b->coll, req->client ? req->client->id : 0, req->client_request_id,
+		  b->nmembers, b->nids);
 	if (b->nids >= b->max_ids)
 		close_batch(b); /* full: it runs as soon as a connection frees up */
 }
@@ -258,7 +263,8 @@ bool batch_try_submit(struct request *req, const bson_t *body)
 	bool fresh = false;
 
 	if (why != NULL) {
-		log_debug("find not batchable: %s", why);
+		log_debug("C-%" PRIu64 " request %d: find not batchable: %s",
+			  req->client ? req->client->id : 0, req->client_request_id, why);
 		return false;
 	}
 	if (idle && g.cfg.batch_max_wait_us == 0 && TAILQ_EMPTY(&open_batches))
@@ -305,7 +311,7 @@ bool batch_try_submit(struct request *req, const bson_t *body)
 
 static struct evbuffer *command_message(const bson_t *cmd, int32_t *id_out)
 {
-	struct evbuffer *msg = evbuffer_new();
+	struct evbuffer *msg = xevbuffer_new();
 
 	*id_out = wire_next_request_id();
 	wire_append_msg(msg, *id_out, 0, 0, cmd);
@@ -315,12 +321,10 @@ static struct evbuffer *command_message(const bson_t *cmd, int32_t *id_out)
 /* The members' id lists, for batch_ids (shallow). */
 static const struct batch_id_list **member_lists(const struct batch *b)
 {
-	const struct batch_id_list **lists = calloc((size_t)b->nmembers + 1, sizeof(*lists));
+	const struct batch_id_list **lists = xcalloc((size_t)b->nmembers + 1, sizeof(*lists));
 	const struct request *m;
 	int n = 0;
 
-	if (lists == NULL)
-		fatal("out of memory");
 	TAILQ_FOREACH(m, &b->members, queue_link)
 		lists[n++] = &m->lookup->ids;
 	return lists;
@@ -366,10 +370,8 @@ void batch_seal(struct request *req)
 		evtimer_del(b->timer);
 	TAILQ_FOREACH(m, &b->members, queue_link)
 		hist_observe(&hist_batch_wait_ms, (double)(g.now_usec - m->enqueued_usec) / 1000.0);
-	all = malloc(sizeof(*all) * (size_t)(b->nids ? b->nids : 1));
+	all = xmalloc(sizeof(*all) * (size_t)(b->nids ? b->nids : 1));
 	lists = member_lists(b);
-	if (all == NULL)
-		fatal("out of memory");
 	b->nuniq = batch_ids_union(lists, b->nmembers, all); /* shallow: lookups own them */
 	free(lists);
 	build_query(b, all, b->nuniq, &cmd);
@@ -383,6 +385,8 @@ void batch_seal(struct request *req)
 	if (b->nmembers > 1)
 		STAT_ADD(batch_lookups_merged, (uint64_t)b->nmembers);
 	hist_observe(&hist_batch_ids, b->nuniq);
+	log_debug("B-%" PRIu64 " %s.%s sealed: %d lookups, %d unique ids", b->id, b->db, b->coll,
+		  b->nmembers, b->nuniq);
 }
 
 /* Turn a member back into a plain forwarded request. */
@@ -453,13 +457,9 @@ static bool add_found(struct batch *b, const uint8_t *data, uint32_t len)
 
 	if (b->nfound == b->capfound) {
 		b->capfound = b->capfound ? b->capfound * 2 : 64;
-		b->found = realloc(b->found, (size_t)b->capfound * sizeof(*b->found));
-		if (b->found == NULL)
-			fatal("out of memory");
+		b->found = xrealloc(b->found, (size_t)b->capfound * sizeof(*b->found));
 	}
-	copy = malloc(len);
-	if (copy == NULL)
-		fatal("out of memory");
+	copy = xmalloc(len);
 	memcpy(copy, data, len);
 	f = &b->found[b->nfound];
 	if (!batch_ids_doc_init(f, copy, len)) {
@@ -577,10 +577,8 @@ static bool split_is_safe(struct batch *b)
 static void split_and_answer(struct batch *b)
 {
 	struct request *m;
-	int *idx = malloc(sizeof(int) * (size_t)(b->nids + 1));
+	int *idx = xmalloc(sizeof(int) * (size_t)(b->nids + 1));
 
-	if (idx == NULL)
-		fatal("out of memory");
 	while ((m = TAILQ_FIRST(&b->members)) != NULL) {
 		TAILQ_REMOVE(&b->members, m, queue_link);
 		if (m->client == NULL) {
@@ -617,10 +615,12 @@ void batch_on_reply(struct server *s, struct request *req, const struct wire_msg
 	if (b->getmores == 0 && b->nfound >= b->nuniq)
 		STAT_INC(batch_getmores_saved); /* batchSize = ids would have left it open */
 	if (!split_is_safe(b)) {
-		log_warning("merged query on %s.%s returned documents that match no lookup by "
-			    "MongoDB equality, or _id values the batcher cannot compare exactly; "
-			    "re-running each lookup alone",
-			    b->db, b->coll);
+		server_warning(
+		    s,
+		    "B-%" PRIu64 " merged query on %s.%s (%d lookups) returned documents "
+		    "that match no lookup by MongoDB equality, or _id values the batcher "
+		    "cannot compare exactly; re-running each lookup alone",
+		    b->id, b->db, b->coll, b->nmembers);
 		give_up(s, req);
 		return;
 	}
@@ -636,9 +636,11 @@ void batch_reply_discarded(struct server *s, struct request *req, int64_t len)
 	struct batch *b = req->batch;
 	int64_t avg = len / (b->nuniq > 0 ? b->nuniq : 1);
 
-	log_warning("merged query on %s.%s: the backend's %" PRId64 "-byte reply exceeds "
-		    "maxMessageSizeBytes; discarded, each lookup re-run alone",
-		    b->db, b->coll, len);
+	server_warning(
+	    s,
+	    "B-%" PRIu64 " merged query on %s.%s (%d lookups): the backend's %" PRId64
+	    "-byte reply exceeds maxMessageSizeBytes; discarded, each lookup re-run alone",
+	    b->id, b->db, b->coll, b->nmembers, len);
 	STAT_INC(batch_replies_discarded);
 	batch_sizes_observe(b->db, b->coll, avg > UINT32_MAX ? UINT32_MAX : (uint32_t)avg);
 	give_up(s, req);

@@ -1,6 +1,6 @@
 /*
  * batch.h — coalescing of concurrent find-by-_id lookups into one
- * {_id: {$in: [...]}} query (exact semantics: DESIGN.md and docs/batching.md).
+ * {_id: {$in: [...]}} query (exact semantics: docs/batching.md).
  *
  * A lookup (REQ_LOOKUP) joins an open batch (REQ_BATCH) with the same key
  * (database, collection, projection, read concern, read preference,

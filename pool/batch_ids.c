@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/xalloc.h"
+
 #define DB_NAME_MAX   128
 #define COLL_NAME_MAX 256
 #define TWO_POW_53    9007199254740992LL
@@ -534,9 +536,7 @@ static void collect_cb(const bson_iter_t *it, void *arg)
 
 	if (c->l->n == c->cap) {
 		c->cap = c->cap ? c->cap * 2 : 4;
-		c->l->ids = realloc(c->l->ids, (size_t)c->cap * sizeof(bson_value_t));
-		if (c->l->ids == NULL)
-			abort();
+		c->l->ids = xrealloc(c->l->ids, (size_t)c->cap * sizeof(bson_value_t));
 	}
 	bson_value_copy(bson_iter_value((bson_iter_t *)it), &c->l->ids[c->l->n++]);
 }
@@ -652,9 +652,7 @@ bool batch_ids_split_ok(struct batch_ids_doc *docs, int ndocs,
 	for (int j = 1; j < ndocs; j++)
 		if (batch_ids_compare(&docs[j - 1].id, &docs[j].id) == 0)
 			return false; /* the backend's equality is not ours */
-	claimed = calloc((size_t)ndocs + 1, sizeof(bool));
-	if (claimed == NULL)
-		abort();
+	claimed = xcalloc((size_t)ndocs + 1, sizeof(bool));
 	for (int k = 0; k < nlists; k++)
 		for (int i = 0; i < lists[k]->n; i++) {
 			int j = find_doc(docs, ndocs, &lists[k]->ids[i]);

@@ -16,6 +16,8 @@
 
 #include <mongoc/mongoc.h>
 
+#include "core/errors.h"
+#include "core/xalloc.h"
 #include "pool/auth.h"
 #include "pool/batch.h"
 #include "pool/sticky.h"
@@ -115,7 +117,7 @@ bool pool_init_all(const char *uri_str, char *err, size_t errlen)
 		goto out;
 	for (h = mongoc_uri_get_hosts(uri); h != NULL; h = h->next)
 		n++;
-	pools = calloc((size_t)n, sizeof(*pools));
+	pools = xcalloc((size_t)n, sizeof(*pools));
 	for (h = mongoc_uri_get_hosts(uri); h != NULL; h = h->next) {
 		struct pool *p = &pools[npools];
 
@@ -148,11 +150,11 @@ void pool_shutdown_all(void)
 		struct server *s;
 
 		while ((s = TAILQ_FIRST(&p->idle)) != NULL)
-			server_close(s, 91, "ShutdownInProgress", "shutting down");
+			server_close(s, MP_ERR(SHUTDOWN_IN_PROGRESS), "shutting down");
 		while ((s = TAILQ_FIRST(&p->active)) != NULL)
-			server_close(s, 91, "ShutdownInProgress", "shutting down");
+			server_close(s, MP_ERR(SHUTDOWN_IN_PROGRESS), "shutting down");
 		while ((s = TAILQ_FIRST(&p->connecting)) != NULL)
-			server_close(s, 91, "ShutdownInProgress", "shutting down");
+			server_close(s, MP_ERR(SHUTDOWN_IN_PROGRESS), "shutting down");
 	}
 }
 
@@ -284,9 +286,11 @@ void pool_client_kick(struct client *c)
 static void refuse_overload(struct request *req, const char *msg)
 {
 	if (req->kind == REQ_BATCH)
-		batch_fail(req, OVERLOAD_CODE, OVERLOAD_CODENAME, msg, overload_labels);
+		batch_fail(req, MP_ERR(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED), msg,
+			   MP_ERR_LABELS(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED));
 	else
-		request_fail(req, OVERLOAD_CODE, OVERLOAD_CODENAME, msg, overload_labels);
+		request_fail(req, MP_ERR(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED), msg,
+			     MP_ERR_LABELS(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED));
 }
 
 void pool_refuse_timeout(struct request *req)
@@ -324,10 +328,10 @@ static void fail_unreachable_code(struct pool *p, struct request *req, int code,
 
 static void fail_unreachable(struct pool *p, struct request *req, const char *why)
 {
-	if (p->last_code == 18)
-		fail_unreachable_code(p, req, 18, p->last_codename, why);
+	if (p->last_code == mp_errors[MP_ERR_AUTHENTICATION_FAILED].code)
+		fail_unreachable_code(p, req, p->last_code, p->last_codename, why);
 	else
-		fail_unreachable_code(p, req, 6, "HostUnreachable", why);
+		fail_unreachable_code(p, req, MP_ERR(HOST_UNREACHABLE), why);
 }
 
 void pool_submit(struct request *req)
@@ -466,7 +470,7 @@ void pool_server_ready(struct server *s, const struct backend_info *bi)
 			advance_target();
 			requeue_waiters(p);
 		}
-		server_close(s, 6, "HostUnreachable", "backend is not a writable primary");
+		server_close(s, MP_ERR(HOST_UNREACHABLE), "backend is not a writable primary");
 		return;
 	}
 	p->usable = true;
@@ -487,7 +491,7 @@ void pool_server_idle(struct server *s)
 	/* Surplus after a shrink: retire it now, even with requests waiting
 	 * (the remaining connections serve them). */
 	if (pool_live(p) > g.cfg.pool_size) {
-		server_close(s, 6, "HostUnreachable", "pool shrank (pool_size = %" PRId64 ")",
+		server_close(s, MP_ERR(HOST_UNREACHABLE), "pool shrank (pool_size = %" PRId64 ")",
 			     g.cfg.pool_size);
 		return;
 	}
@@ -533,7 +537,7 @@ static void expire_servers(struct pool *p, uint64_t now)
 
 	TAILQ_FOREACH_SAFE(s, &p->connecting, link, tmp)
 		if (now - s->created_usec > connect_limit)
-			server_close(s, 89, "NetworkTimeout",
+			server_close(s, MP_ERR(NETWORK_TIMEOUT),
 				     "connect/handshake timed out after %" PRId64 " ms",
 				     g.cfg.connect_timeout_ms);
 	if (query_limit)
@@ -541,7 +545,7 @@ static void expire_servers(struct pool *p, uint64_t now)
 			if (now - s->exchange_started_usec > query_limit) {
 				STAT_INC(query_timeouts);
 				server_close(
-				    s, 89, "NetworkTimeout",
+				    s, MP_ERR(NETWORK_TIMEOUT),
 				    "backend did not answer within query_timeout_ms = %" PRId64
 				    " ms",
 				    g.cfg.query_timeout_ms);
@@ -552,10 +556,10 @@ static void expire_servers(struct pool *p, uint64_t now)
 				     pool_live(p) > g.cfg.min_pool_size;
 
 		if (too_many)
-			server_close(s, 6, "HostUnreachable",
+			server_close(s, MP_ERR(HOST_UNREACHABLE),
 				     "pool shrank (pool_size = %" PRId64 ")", g.cfg.pool_size);
 		else if (idle_too_long)
-			server_close(s, 6, "HostUnreachable",
+			server_close(s, MP_ERR(HOST_UNREACHABLE),
 				     "idle for more than server_idle_timeout_ms");
 	}
 }

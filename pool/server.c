@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/errors.h"
+#include "core/xalloc.h"
 #include "pool/auth.h"
 #include "pool/batch.h"
 #include "proxy/janitor.h"
@@ -85,10 +87,8 @@ static void sbuf_cb_server(struct sbuf *sb, enum sbuf_event ev, void *arg);
 
 bool server_connect(struct pool *p)
 {
-	struct server *s = calloc(1, sizeof(*s));
+	struct server *s = xcalloc(1, sizeof(*s));
 
-	if (s == NULL)
-		fatal("out of memory");
 	s->id = next_server_id++;
 	s->pool = p;
 	s->state = SV_CONNECTING;
@@ -99,7 +99,7 @@ bool server_connect(struct pool *p)
 	server_debug(s, "connecting");
 	if (!sbuf_connect(&s->sb, g.base, (struct sockaddr *)&p->addr, p->addrlen, sbuf_cb_server,
 			  s)) {
-		server_close(s, 6, "HostUnreachable", "connect: %s", strerror(s->sb.err));
+		server_close(s, MP_ERR(HOST_UNREACHABLE), "connect: %s", strerror(s->sb.err));
 		return false;
 	}
 	return true;
@@ -108,7 +108,7 @@ bool server_connect(struct pool *p)
 static void send_hello(struct server *s)
 {
 	bson_t cmd;
-	struct evbuffer *out = evbuffer_new();
+	struct evbuffer *out = xevbuffer_new();
 
 	handshake_backend_hello(&cmd);
 	auth_extend_hello(s, &cmd);
@@ -210,10 +210,10 @@ static void handle_hello_reply(struct server *s, const struct wire_msg *m)
 	case AUTH_MORE:
 		return;
 	case AUTH_FAILED:
-		server_close(s, 18, "AuthenticationFailed", "%s", err);
+		server_close(s, MP_ERR(AUTHENTICATION_FAILED), "%s", err);
 		return;
 	case AUTH_BAD_HELLO:
-		server_close(s, 6, "HostUnreachable", "%s", err);
+		server_close(s, MP_ERR(HOST_UNREACHABLE), "%s", err);
 		return;
 	case AUTH_DONE:
 		break;
@@ -242,7 +242,7 @@ static void deliver(struct server *s, struct evbuffer *buf, uint8_t *data, size_
 	}
 	wire_write_i32(data + 8, req->client_request_id);
 	if (m->flags & MSG_CHECKSUM_PRESENT) {
-		struct evbuffer *copy = evbuffer_new();
+		struct evbuffer *copy = xevbuffer_new();
 
 		wire_msg_prepare_forward(data, len);
 		evbuffer_add(copy, data, len - 4);
@@ -263,14 +263,14 @@ static void handle_reply(struct server *s, struct evbuffer *buf, size_t len)
 
 	wire_read_header(data, &h);
 	if (h.opcode != OP_MSG) {
-		server_close(s, 6, "HostUnreachable",
+		server_close(s, MP_ERR(HOST_UNREACHABLE),
 			     "backend sent %s (opcode %d), expected OP_MSG",
 			     wire_opcode_name(h.opcode), h.opcode);
 		return;
 	}
 	if (len < WIRE_HEADER_LEN + 5) {
-		server_close(s, 6, "HostUnreachable", "backend sent a %zu-byte OP_MSG (too short)",
-			     len);
+		server_close(s, MP_ERR(HOST_UNREACHABLE),
+			     "backend sent a %zu-byte OP_MSG (too short)", len);
 		return;
 	}
 	if (h.response_to == 0 || h.response_to != s->expect_response_to) {
@@ -280,12 +280,13 @@ static void handle_reply(struct server *s, struct evbuffer *buf, size_t len)
 		return;
 	}
 	if ((uint32_t)wire_read_i32(data + WIRE_HEADER_LEN) & MSG_MORE_TO_COME) {
-		server_close(s, 6, "HostUnreachable", "backend started an exhaust stream");
+		server_close(s, MP_ERR(HOST_UNREACHABLE), "backend started an exhaust stream");
 		return;
 	}
 	/* Checked, not trusted: checksum, sections, every document valid BSON. */
 	if (!wire_parse_reply(data, len, &m, &err)) {
-		server_close(s, 6, "HostUnreachable", "backend sent an invalid reply: %s", err.msg);
+		server_close(s, MP_ERR(HOST_UNREACHABLE), "backend sent an invalid reply: %s",
+			     err.msg);
 		return;
 	}
 	if (s->state == SV_CONNECTING)
@@ -352,11 +353,11 @@ static void read_replies(struct server *s)
 				return; /* wait for the header: maybe a merged reply to skip */
 			if (discard_oversized(s, hdr, avail, len))
 				continue;
-			server_close(s, 6, "HostUnreachable",
+			server_close(s, MP_ERR(HOST_UNREACHABLE),
 				     "backend sent an invalid messageLength %d", len);
 			return;
 		case WIRE_FRAME_READY:
-			msg = evbuffer_new();
+			msg = xevbuffer_new();
 			evbuffer_remove_buffer(in, msg, (size_t)len);
 			handle_reply(s, msg, (size_t)len);
 			evbuffer_free(msg);
@@ -406,10 +407,10 @@ static void sbuf_cb_server(struct sbuf *sb, enum sbuf_event ev, void *arg)
 		connected(s);
 		break;
 	case SBUF_EOF:
-		server_close(s, 6, "HostUnreachable", "backend closed the connection");
+		server_close(s, MP_ERR(HOST_UNREACHABLE), "backend closed the connection");
 		break;
 	case SBUF_ERROR:
-		server_close(s, 6, "HostUnreachable", "backend socket error: %s",
+		server_close(s, MP_ERR(HOST_UNREACHABLE), "backend socket error: %s",
 			     strerror(sb->err));
 		break;
 	}

@@ -61,6 +61,16 @@ TAILQ_HEAD(server_list, server);
 
 #define server_log(lvl, s, fmt, ...)                                                               \
 	log_msg(lvl, "S-%" PRIu64 " %s: " fmt, (s)->id, pool_name((s)->pool), ##__VA_ARGS__)
+#define server_warning(s, fmt, ...)                                                                \
+	do {                                                                                       \
+		if (log_enabled(LOG_LVL_WARNING))                                                  \
+			server_log(LOG_LVL_WARNING, s, fmt, ##__VA_ARGS__);                        \
+	} while (0)
+#define server_info(s, fmt, ...)                                                                   \
+	do {                                                                                       \
+		if (log_enabled(LOG_LVL_INFO))                                                     \
+			server_log(LOG_LVL_INFO, s, fmt, ##__VA_ARGS__);                           \
+	} while (0)
 #define server_debug(s, fmt, ...)                                                                  \
 	do {                                                                                       \
 		if (log_enabled(LOG_LVL_DEBUG))                                                    \

@@ -4,6 +4,7 @@
  */
 #include "pool/sticky.h"
 
+#include "core/xalloc.h"
 #include "pool/pool.h"
 #include "pool/server.h"
 #include "proxy/client.h"
@@ -98,7 +99,7 @@ void sticky_started(struct server *s, struct request *req)
 
 static void send_fence(struct server *s)
 {
-	struct evbuffer *out = evbuffer_new();
+	struct evbuffer *out = xevbuffer_new();
 	bson_t cmd = BSON_INITIALIZER;
 
 	BSON_APPEND_INT32(&cmd, "ping", 1);

@@ -40,6 +40,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "core/errors.h"
+#include "core/xalloc.h"
 #include "pool/batch.h"
 #include "proxy/janitor.h"
 #include "pool/pool.h"
@@ -132,11 +134,9 @@ static void format_peer(const struct sockaddr *addr, char *buf, size_t len)
 
 void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 {
-	struct client *c = calloc(1, sizeof(*c));
+	struct client *c = xcalloc(1, sizeof(*c));
 	int one = 1;
 
-	if (c == NULL)
-		fatal("out of memory");
 	(void)addrlen;
 	c->id = next_client_id++;
 	c->state = CL_ACTIVE;
@@ -163,8 +163,8 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 		c->over_limit = true;
 		n_over_limit++;
 		STAT_INC(clients_refused);
-		log_warning("C-%" PRIu64 " %s: over max_client_conn (%" PRId64 "), will refuse",
-			    c->id, c->peer, g.cfg.max_client_conn);
+		client_warning(c, "over max_client_conn (%" PRId64 "), will refuse",
+			       g.cfg.max_client_conn);
 	}
 	sbuf_set_read_high(&c->sb, (size_t)g.cfg.max_client_buffer_bytes);
 	client_debug(c, "connected");
@@ -289,7 +289,7 @@ void client_send(struct client *c, struct evbuffer *msg)
 /* Reply built here, for a message that never became a queued request. */
 static void reply_doc(struct client *c, int32_t response_to, bool legacy, const bson_t *doc)
 {
-	struct evbuffer *out = evbuffer_new();
+	struct evbuffer *out = xevbuffer_new();
 
 	if (legacy)
 		wire_append_op_reply(out, response_to, 0, doc);
@@ -362,13 +362,13 @@ static void handle_local(struct client *c, const struct wire_msg *m, const struc
 		return;
 	case ROUTE_AUTH:
 		request_fail(
-		    req, 18, "AuthenticationFailed",
+		    req, MP_ERR(AUTHENTICATION_FAILED),
 		    "mongoplex: client authentication is not supported yet; connect without "
 		    "credentials (the proxy authenticates to the backend itself)",
 		    NULL);
 		return;
 	default:
-		request_fail(req, 59, "CommandNotFound", ri->refuse_msg, NULL);
+		request_fail(req, MP_ERR(COMMAND_NOT_FOUND), ri->refuse_msg, NULL);
 		return;
 	}
 }
@@ -411,10 +411,10 @@ static void forward(struct client *c, struct evbuffer *buf, uint8_t *data, size_
 	count_forward(ri, req->more_to_come);
 	req->retryable_write = ri->retryable_write;
 	if (newlen != len) { /* checksum stripped: keep the first newlen bytes */
-		req->msg = evbuffer_new();
+		req->msg = xevbuffer_new();
 		evbuffer_add(req->msg, data, newlen);
 	} else {
-		req->msg = evbuffer_new();
+		req->msg = xevbuffer_new();
 		evbuffer_add_buffer(req->msg, buf);
 	}
 	req->held_bytes = evbuffer_get_length(req->msg);
@@ -448,15 +448,14 @@ static void handle_op_msg(struct client *c, struct evbuffer *buf, uint8_t *data,
 	req->client_request_id = m.h.request_id;
 	req->more_to_come = (m.flags & MSG_MORE_TO_COME) != 0;
 	if (!router_classify(&m.body, &ri)) {
-		request_fail(req, 40571, "Location40571", ri.refuse_msg, NULL);
+		request_fail(req, MP_ERR(LOCATION_40571), ri.refuse_msg, NULL);
 		return;
 	}
 	snprintf(req->cmd, sizeof(req->cmd), "%s", ri.cmd);
 	if (g.shutting_down && ri.route != ROUTE_HELLO) {
-		static const char *const labels[] = {"RetryableError", "RetryableWriteError", NULL};
-
 		STAT_INC(refused_shutdown);
-		request_fail(req, 91, "ShutdownInProgress", "mongoplex is shutting down", labels);
+		request_fail(req, MP_ERR(SHUTDOWN_IN_PROGRESS), "mongoplex is shutting down",
+			     MP_ERR_LABELS(SHUTDOWN_IN_PROGRESS));
 		return;
 	}
 	if (ri.route != ROUTE_FORWARD) {
@@ -493,7 +492,7 @@ static void handle_op_query(struct client *c, uint8_t *data, size_t len)
 		STAT_INC(bad_messages);
 		client_info(c, "refused legacy OP_QUERY on %s", q.collection);
 		reply_error(
-		    c, q.h.request_id, true, 352, "UnsupportedOpQueryCommand",
+		    c, q.h.request_id, true, MP_ERR(UNSUPPORTED_OP_QUERY_COMMAND),
 		    "mongoplex: OP_QUERY is only supported for the hello/isMaster handshake; "
 		    "use OP_MSG",
 		    NULL);
@@ -518,8 +517,9 @@ static void handle_message(struct client *c, struct evbuffer *buf, size_t len)
 		snprintf(msg, sizeof(msg),
 			 "mongoplex: too many client connections (max_client_conn = %" PRId64 ")",
 			 g.cfg.max_client_conn);
-		reply_error(c, wire_read_i32(data + 4), opcode == OP_QUERY, OVERLOAD_CODE,
-			    OVERLOAD_CODENAME, msg, overload_labels);
+		reply_error(c, wire_read_i32(data + 4), opcode == OP_QUERY,
+			    MP_ERR(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED), msg,
+			    MP_ERR_LABELS(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED));
 		c->closing = true;
 		return;
 	}
@@ -535,7 +535,7 @@ static void handle_message(struct client *c, struct evbuffer *buf, size_t len)
 		client_info(c, "refused %s (opcode %d)", wire_opcode_name(opcode), opcode);
 		snprintf(msg, sizeof(msg), "mongoplex: unsupported opcode %d (%s); use OP_MSG",
 			 opcode, wire_opcode_name(opcode));
-		reply_error(c, wire_read_i32(data + 4), false, 2, "BadValue", msg, NULL);
+		reply_error(c, wire_read_i32(data + 4), false, MP_ERR(BAD_VALUE), msg, NULL);
 		break;
 	}
 }
@@ -550,7 +550,7 @@ static void framing_lost(struct client *c, int32_t len, const uint8_t *hdr, size
 	snprintf(msg, sizeof(msg), "mongoplex: invalid messageLength %d (must be 16..%d)", len,
 		 WIRE_MAX_MESSAGE);
 	if (avail >= WIRE_HEADER_LEN)
-		reply_error(c, wire_read_i32(hdr + 4), false, 10334, "BSONObjectTooLarge", msg,
+		reply_error(c, wire_read_i32(hdr + 4), false, MP_ERR(BSON_OBJECT_TOO_LARGE), msg,
 			    NULL);
 	client_info(c, "%s; closing after the error reply", msg);
 	c->closing = true;
@@ -588,7 +588,7 @@ static void process_input(struct client *c)
 			break;
 		case WIRE_FRAME_READY:
 			c->partial_since_usec = 0;
-			msg = evbuffer_new();
+			msg = xevbuffer_new();
 			evbuffer_remove_buffer(in, msg, (size_t)len);
 			handle_message(c, msg, (size_t)len);
 			evbuffer_free(msg);

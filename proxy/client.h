@@ -56,6 +56,11 @@ TAILQ_HEAD(client_list, client);
 
 #define client_log(lvl, c, fmt, ...)                                                               \
 	log_msg(lvl, "C-%" PRIu64 " %s: " fmt, (c)->id, (c)->peer, ##__VA_ARGS__)
+#define client_warning(c, fmt, ...)                                                                \
+	do {                                                                                       \
+		if (log_enabled(LOG_LVL_WARNING))                                                  \
+			client_log(LOG_LVL_WARNING, c, fmt, ##__VA_ARGS__);                        \
+	} while (0)
 #define client_info(c, fmt, ...)                                                                   \
 	do {                                                                                       \
 		if (log_enabled(LOG_LVL_INFO))                                                     \

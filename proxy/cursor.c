@@ -1,6 +1,8 @@
 /*
- * cursor.c — the cursor table: which client connection owns which backend
- * cursor, and the proxy's own killCursors for clients that went away.
+ * cursor.c — cursor ownership at the request level: admission of a client's
+ * getMore/killCursors, the table updates a reply makes, and the proxy's own
+ * killCursors for clients that went away. The table itself (which client
+ * connection owns which backend cursor) is proxy/cursor_table.c.
  *
  *   any forwarded reply with top-level cursor {id != 0, ns}
  *        ──▶ record (id, ns) → client id, pool          (cursor_on_reply)
@@ -35,222 +37,15 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/errors.h"
+#include "core/xalloc.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
+#include "proxy/cursor_table.h"
 #include "proxy/proxy.h"
 #include "core/request.h"
 #include "core/stats.h"
 #include "core/wire.h"
-
-/* ---- the table ------------------------------------------------------ */
-
-/* One open cursor. In the (id, ns) hash chain and in its owner's list. */
-struct centry {
-	int64_t id;
-	uint64_t owner;		       /* client connection id */
-	struct pool *pool;	       /* where the cursor lives */
-	struct centry *hnext;	       /* hash chain */
-	struct centry *onext, **oprev; /* the owner's list */
-	char ns[];		       /* "db.coll", or "" (reply named none) */
-};
-
-/* A client with at least one entry; freed with its last entry. */
-struct cowner {
-	uint64_t id;
-	struct cowner *hnext;
-	struct centry *head;
-	int n;
-};
-
-/* Chained hash tables, power-of-two sizes, grown at load factor 1. */
-static struct centry **etab;
-static size_t etab_size;
-static int n_entries;
-static struct cowner **otab;
-static size_t otab_size;
-static int n_owners;
-
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-static uint64_t ehash(int64_t id, const char *ns)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	for (const unsigned char *p = (const unsigned char *)ns; *p; p++)
-		h = (h ^ *p) * 1099511628211ull;
-	return mix64(h ^ (uint64_t)id);
-}
-
-static void *grow(void *tab, size_t *size, size_t elem_next_off, uint64_t (*hash)(const void *))
-{
-	size_t nsize = *size ? *size * 2 : 64;
-	void **old = tab, **nt = calloc(nsize, sizeof(*nt));
-
-	if (nt == NULL)
-		fatal("out of memory");
-	for (size_t i = 0; i < *size; i++) {
-		void *e = old[i];
-
-		while (e != NULL) {
-			void **next = (void **)((char *)e + elem_next_off);
-			void *after = *next;
-			size_t b = hash(e) & (nsize - 1);
-
-			*next = nt[b];
-			nt[b] = e;
-			e = after;
-		}
-	}
-	free(old);
-	*size = nsize;
-	return nt;
-}
-
-static uint64_t ehash_of(const void *e)
-{
-	const struct centry *c = e;
-
-	return ehash(c->id, c->ns);
-}
-
-static uint64_t ohash_of(const void *o)
-{
-	return mix64(((const struct cowner *)o)->id);
-}
-
-static struct centry **eslot(int64_t id, const char *ns)
-{
-	struct centry **pp;
-
-	if (etab_size == 0)
-		return NULL;
-	pp = &etab[ehash(id, ns) & (etab_size - 1)];
-	while (*pp != NULL && ((*pp)->id != id || strcmp((*pp)->ns, ns) != 0))
-		pp = &(*pp)->hnext;
-	return pp;
-}
-
-static struct cowner **oslot(uint64_t id)
-{
-	struct cowner **pp;
-
-	if (otab_size == 0)
-		return NULL;
-	pp = &otab[mix64(id) & (otab_size - 1)];
-	while (*pp != NULL && (*pp)->id != id)
-		pp = &(*pp)->hnext;
-	return pp;
-}
-
-static struct cowner *owner_get(uint64_t id)
-{
-	struct cowner **pp = oslot(id), *o;
-
-	if (pp != NULL && *pp != NULL)
-		return *pp;
-	if ((size_t)n_owners + 1 > otab_size)
-		otab = grow(otab, &otab_size, offsetof(struct cowner, hnext), ohash_of);
-	pp = oslot(id);
-	o = calloc(1, sizeof(*o));
-	if (o == NULL)
-		fatal("out of memory");
-	o->id = id;
-	*pp = o;
-	n_owners++;
-	return o;
-}
-
-static void entry_remove(struct centry **slot)
-{
-	struct centry *e = *slot;
-	struct cowner **op = oslot(e->owner), *o = *op;
-
-	*slot = e->hnext;
-	n_entries--;
-	*e->oprev = e->onext;
-	if (e->onext != NULL)
-		e->onext->oprev = e->oprev;
-	if (--o->n == 0) {
-		*op = o->hnext;
-		n_owners--;
-		free(o);
-	}
-	free(e);
-}
-
-void cursor_table_record(uint64_t owner, struct pool *pool, int64_t id, const char *ns)
-{
-	struct centry **pp = eslot(id, ns), *e;
-	struct cowner *o;
-	size_t nslen = strlen(ns);
-
-	if (pp != NULL && *pp != NULL) {
-		if ((*pp)->owner == owner) {
-			(*pp)->pool = pool;
-			return;
-		}
-		log_info("cursor %" PRId64 " on %s handed out again: now C-%" PRIu64, id, ns,
-			 owner);
-		entry_remove(pp);
-	}
-	if ((size_t)n_entries + 1 > etab_size)
-		etab = grow(etab, &etab_size, offsetof(struct centry, hnext), ehash_of);
-	pp = eslot(id, ns);
-	e = malloc(sizeof(*e) + nslen + 1);
-	if (e == NULL)
-		fatal("out of memory");
-	e->id = id;
-	e->owner = owner;
-	e->pool = pool;
-	memcpy(e->ns, ns, nslen + 1);
-	e->hnext = NULL;
-	*pp = e;
-	n_entries++;
-	o = owner_get(owner);
-	e->onext = o->head;
-	if (o->head != NULL)
-		o->head->oprev = &e->onext;
-	o->head = e;
-	e->oprev = &o->head;
-	o->n++;
-}
-
-/* The entry a client's (id, ns) names: exact, else one without namespace. */
-static struct centry **lookup(int64_t id, const char *ns)
-{
-	struct centry **pp = eslot(id, ns);
-
-	if (pp != NULL && *pp == NULL && ns[0] != '\0')
-		pp = eslot(id, "");
-	return pp != NULL && *pp != NULL ? pp : NULL;
-}
-
-uint64_t cursor_table_owner(int64_t id, const char *ns)
-{
-	struct centry **pp = lookup(id, ns);
-
-	return pp != NULL ? (*pp)->owner : 0;
-}
-
-void cursor_table_forget(uint64_t owner, int64_t id, const char *ns)
-{
-	struct centry **pp = lookup(id, ns);
-
-	if (pp != NULL && (*pp)->owner == owner)
-		entry_remove(pp);
-}
-
-int cursor_open_count(void)
-{
-	return n_entries;
-}
 
 /* ---- reading commands and replies (top level only) ------------------ */
 
@@ -372,10 +167,9 @@ struct cursor_note {
 
 static struct cursor_note *note_new(enum note_kind kind, uint64_t owner, const char *ns)
 {
-	struct cursor_note *n = calloc(1, sizeof(*n));
+	struct cursor_note *n = xcalloc(1, sizeof(*n));
 
-	if (n == NULL || (n->ns = strdup(ns)) == NULL)
-		fatal("out of memory");
+	n->ns = xstrdup(ns);
 	n->kind = kind;
 	n->owner = owner;
 	return n;
@@ -383,11 +177,7 @@ static struct cursor_note *note_new(enum note_kind kind, uint64_t owner, const c
 
 static int64_t *ids_alloc(size_t n)
 {
-	int64_t *ids = malloc(sizeof(*ids) * (n ? n : 1));
-
-	if (ids == NULL)
-		fatal("out of memory");
-	return ids;
+	return xmalloc(sizeof(int64_t) * (n ? n : 1));
 }
 
 /* ---- kill on close ---------------------------------------------------- */
@@ -411,9 +201,8 @@ static void kill_enqueue(struct pool *pool, const char *ns, int64_t id)
 	struct kill_job *j = TAILQ_LAST(&kill_jobs, kill_job_list);
 
 	if (j == NULL || j->pool != pool || strcmp(j->ns, ns) != 0 || j->n == CURSOR_KILL_CHUNK) {
-		j = calloc(1, sizeof(*j));
-		if (j == NULL || (j->ns = strdup(ns)) == NULL)
-			fatal("out of memory");
+		j = xcalloc(1, sizeof(*j));
+		j->ns = xstrdup(ns);
 		j->pool = pool;
 		TAILQ_INSERT_TAIL(&kill_jobs, j, link);
 	}
@@ -453,7 +242,7 @@ static void kill_send(struct kill_job *j)
 	BSON_APPEND_UTF8(&cmd, "killCursors", dot + 1);
 	append_ids(&cmd, "cursors", j->ids, j->n, NULL, 0);
 	BSON_APPEND_UTF8(&cmd, "$db", db);
-	req->msg = evbuffer_new();
+	req->msg = xevbuffer_new();
 	wire_append_msg(req->msg, 0, 0, 0, &cmd);
 	bson_destroy(&cmd);
 	snprintf(req->cmd, sizeof(req->cmd), "killCursors");
@@ -496,39 +285,22 @@ static void pump_schedule(void)
 	event_active(pump_ev, EV_TIMEOUT, 1);
 }
 
-static int cmp_pool_ns(const void *a, const void *b)
+static void kill_closed_cb(struct pool *pool, const char *ns, int64_t id, void *arg)
 {
-	const struct centry *x = *(const struct centry *const *)a;
-	const struct centry *y = *(const struct centry *const *)b;
+	int *unkillable = arg;
 
-	if (x->pool != y->pool)
-		return (uintptr_t)x->pool < (uintptr_t)y->pool ? -1 : 1;
-	return strcmp(x->ns, y->ns);
+	if (ns[0] != '\0' && strchr(ns, '.') != NULL)
+		kill_enqueue(pool, ns, id);
+	else
+		(*unkillable)++;
 }
 
 void cursor_client_closed(uint64_t client_id)
 {
-	struct cowner **op = oslot(client_id);
-	struct centry **all, *e;
-	int n = 0, total, unkillable = 0;
+	int unkillable = 0, total = cursor_table_drop_owner(client_id, kill_closed_cb, &unkillable);
 
-	if (op == NULL || *op == NULL)
+	if (total == 0)
 		return;
-	total = (*op)->n;
-	all = malloc(sizeof(*all) * (size_t)total);
-	if (all == NULL)
-		fatal("out of memory");
-	for (e = (*op)->head; e != NULL; e = e->onext)
-		all[n++] = e;
-	qsort(all, (size_t)n, sizeof(*all), cmp_pool_ns);
-	for (int i = 0; i < n; i++) {
-		if (all[i]->ns[0] != '\0' && strchr(all[i]->ns, '.') != NULL)
-			kill_enqueue(all[i]->pool, all[i]->ns, all[i]->id);
-		else
-			unkillable++;
-		cursor_table_forget(client_id, all[i]->id, all[i]->ns);
-	}
-	free(all);
 	log_info("C-%" PRIu64 " closed with %d open cursors: killing them on the backend%s",
 		 client_id, total, unkillable ? " (some without namespace: left to time out)" : "");
 	pump_schedule();
@@ -568,7 +340,7 @@ static void refuse_unknown(struct request *req, int64_t id)
 
 	STAT_INC(cursor_refusals);
 	snprintf(msg, sizeof(msg), "mongoplex: cursor id %" PRId64 " not found", id);
-	request_fail(req, 43, "CursorNotFound", msg, NULL);
+	request_fail(req, MP_ERR(CURSOR_NOT_FOUND), msg, NULL);
 }
 
 static char *ns_of(const char *db, const char *coll)
@@ -584,16 +356,16 @@ static bool admit_getmore(struct request *req, const bson_t *body)
 	char *ns;
 
 	if (!read_cmd(body, &cc, err, sizeof(err))) {
-		request_fail(req, 40413, "Location40413", err, NULL);
+		request_fail(req, MP_ERR(IDL_DUPLICATE_FIELD), err, NULL);
 		return true;
 	}
 	if (!id_value(&cc.first_it, &id)) {
-		request_fail(req, 14, "TypeMismatch",
+		request_fail(req, MP_ERR(TYPE_MISMATCH),
 			     "mongoplex: getMore: the cursor id must be a 64-bit integer", NULL);
 		return true;
 	}
 	if (!cc.have_second || !BSON_ITER_HOLDS_UTF8(&cc.second_it)) {
-		request_fail(req, 40414, "Location40414",
+		request_fail(req, MP_ERR(IDL_FAILED_TO_PARSE),
 			     "mongoplex: getMore: field 'collection' is missing or not a string",
 			     NULL);
 		return true;
@@ -669,7 +441,7 @@ static void rewrite_kill(struct request *req, const bson_t *body, const struct c
 		}
 	if (req->msg != NULL)
 		evbuffer_free(req->msg);
-	req->msg = evbuffer_new();
+	req->msg = xevbuffer_new();
 	wire_append_msg(req->msg, 0, 0, req->more_to_come ? MSG_MORE_TO_COME : 0, &out);
 	bson_destroy(&out);
 }
@@ -682,12 +454,12 @@ static bool admit_kill(struct request *req, const bson_t *body)
 	char *ns;
 
 	if (!read_cmd(body, &cc, err, sizeof(err))) {
-		request_fail(req, 40413, "Location40413", err, NULL);
+		request_fail(req, MP_ERR(IDL_DUPLICATE_FIELD), err, NULL);
 		return true;
 	}
 	if (!BSON_ITER_HOLDS_UTF8(&cc.first_it) || !cc.have_second ||
 	    !BSON_ITER_HOLDS_ARRAY(&cc.second_it)) {
-		request_fail(req, 14, "TypeMismatch",
+		request_fail(req, MP_ERR(TYPE_MISMATCH),
 			     "mongoplex: killCursors needs a collection name and an array "
 			     "'cursors' of 64-bit integer cursor ids",
 			     NULL);
@@ -698,7 +470,7 @@ static bool admit_kill(struct request *req, const bson_t *body)
 	bson_free(ns);
 	req->cursor = n;
 	if (!split_ids(req, &cc.second_it, n->ns, n)) {
-		request_fail(req, 14, "TypeMismatch",
+		request_fail(req, MP_ERR(TYPE_MISMATCH),
 			     "mongoplex: killCursors: every cursor id must be a 64-bit integer",
 			     NULL);
 		return true;
@@ -722,7 +494,7 @@ bool cursor_admit(struct request *req, const struct wire_msg *m)
 	if (req->client == NULL)
 		return false;
 	if (m->nsequences > 0) {
-		request_fail(req, 2, "BadValue",
+		request_fail(req, MP_ERR(BAD_VALUE),
 			     "mongoplex: getMore/killCursors take no document sequences", NULL);
 		return true;
 	}

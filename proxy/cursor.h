@@ -58,19 +58,7 @@ void cursor_client_closed(uint64_t client_id);
 /* request_free: drop what the request's reply would have updated. */
 void cursor_note_free(struct cursor_note *note);
 
-/* Entries in the table (the cursors_open gauge). */
-int cursor_open_count(void);
-
-/* ---- the table itself (exposed for the unit tests) ------------------ */
-
-/* Record (id, ns) → owner; a later record of the same key moves it (the
- * server handed the id out again). ns "" means "the reply named none". */
-void cursor_table_record(uint64_t owner, struct pool *pool, int64_t id, const char *ns);
-/* Owner of (id, ns), or of (id, "") when the reply named no namespace;
- * 0 when no client owns it. */
-uint64_t cursor_table_owner(int64_t id, const char *ns);
-/* Forget (id, ns) if `owner` owns it. */
-void cursor_table_forget(uint64_t owner, int64_t id, const char *ns);
+/* The table itself (id, ns → owner, pool): proxy/cursor_table.h. */
 
 /* The top-level cursor {id, ns} of a reply body: false when there is none
  * or its id is not an integer; *ns is NULL when it has no string ns. */

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "core/xalloc.h"
 #include "proxy/proxy.h"
 #include "core/stats.h"
 #include "proxy/stats_report.h"
@@ -142,16 +143,15 @@ static void attach_cb(evutil_socket_t fd, short what, void *arg)
  * socket is polled. */
 static struct bufferevent *bev_cb(struct event_base *base, void *arg)
 {
-	struct mconn *mc = calloc(1, sizeof(*mc));
+	struct mconn *mc = xcalloc(1, sizeof(*mc));
 
 	(void)arg;
-	if (mc != NULL)
-		mc->ev = event_new(base, -1, 0, attach_cb, mc);
-	if (mc != NULL && mc->ev != NULL)
+	mc->ev = event_new(base, -1, 0, attach_cb, mc);
+	if (mc->ev != NULL)
 		mc->bev = bufferevent_socket_new(base, -1, 0);
-	if (mc == NULL || mc->bev == NULL) {
+	if (mc->bev == NULL) {
 		log_error("metrics: out of memory for a connection; serving it without deadline");
-		if (mc != NULL && mc->ev != NULL)
+		if (mc->ev != NULL)
 			event_free(mc->ev);
 		free(mc);
 		return NULL;
@@ -175,7 +175,7 @@ static void metrics_cb(struct evhttp_request *req, void *arg)
 {
 	enum evhttp_cmd_type m = evhttp_request_get_command(req);
 	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-	struct evbuffer *out = evbuffer_new();
+	struct evbuffer *out = xevbuffer_new();
 
 	(void)arg;
 	proxy_tick();

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/xalloc.h"
 #include "pool/batch.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
@@ -15,14 +16,10 @@
 #include "core/stats.h"
 #include "core/wire.h"
 
-const char *const overload_labels[] = {"SystemOverloadedError", "RetryableError", NULL};
-
 struct request *request_new(struct client *client, enum request_kind kind)
 {
-	struct request *req = calloc(1, sizeof(*req));
+	struct request *req = xcalloc(1, sizeof(*req));
 
-	if (req == NULL)
-		fatal("out of memory");
 	req->kind = kind;
 	req->client = client;
 	req->enqueued_usec = g.now_usec;
@@ -95,7 +92,7 @@ void request_reply_doc(struct request *req, const bson_t *doc)
 		request_done(req);
 		return;
 	}
-	out = evbuffer_new();
+	out = xevbuffer_new();
 	if (req->legacy_reply)
 		wire_append_op_reply(out, req->client_request_id, 0, doc);
 	else

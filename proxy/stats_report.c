@@ -14,6 +14,7 @@
 #include "pool/sticky.h"
 #include "proxy/client.h"
 #include "proxy/cursor.h"
+#include "proxy/cursor_table.h"
 #include "proxy/membound.h"
 #include "core/stats.h"
 #include "proxy/proxy.h"

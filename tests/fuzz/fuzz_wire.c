@@ -15,7 +15,7 @@
  * (200 for requests, 220 for replies, code 15) without recursion.
  * Build and run: scripts/fuzz.sh (see README.md beside this file).
  *
- * FUZZ_SOURCES: core/wire.c core/crc32c.c core/bsonval.c
+ * FUZZ_SOURCES: core/wire.c core/crc32c.c core/bsonval.c core/errors.c
  * FUZZ_SEEDS: tests/fuzz/seeds.py
  * FUZZ_ARGS: -max_len=4096
  */

@@ -1,7 +1,7 @@
 /*
  * test_batching.c — the _id batcher against the real backend through the real
  * proxy, compared query by query with the same query sent directly to the
- * backend (DESIGN.md "_id coalescing — exact semantics", docs/batching.md).
+ * backend (docs/batching.md, "_id coalescing").
  *
  *   differential_32_clients   the main test: a collection whose _id values
  *                             are of mixed types (with equality traps), 32

@@ -4,11 +4,9 @@
  * comparison of _id values that decides which document goes to which
  * requester and in which order.
  *
- * Every rule of DESIGN.md ("_id coalescing — exact semantics") and
- * docs/batching.md has a test here, including each reason a find is not
- * batchable. Commands are written as extended JSON with single quotes
- * (turned into double quotes before parsing); the few that JSON cannot
- * express (duplicate keys) are built with libbson.
+ * Every rule of docs/batching.md ("_id coalescing") has a test here, including each reason a find
+ * is not batchable. Commands are written as extended JSON with single quotes (turned into double
+ * quotes before parsing); the few that JSON cannot express (duplicate keys) are built with libbson.
  *
  * The suite batch_classify_gaps holds finds that the rules let through but
  * that mongod would answer differently from the merged query (bugs found

@@ -1,5 +1,6 @@
 /*
- * test_cursor.c — the cursor table (proxy/cursor.h) without an event loop.
+ * test_cursor.c — the cursor table (proxy/cursor_table.h) and cursor
+ * ownership (proxy/cursor.h) without an event loop.
  *
  * The table: record / owner / forget, namespaces keep equal ids apart, a
  * reply without ns matches any namespace, an id handed out again moves to
@@ -15,6 +16,7 @@
 
 #include "proxy/client.h"
 #include "proxy/cursor.h"
+#include "proxy/cursor_table.h"
 #include "core/request.h"
 #include "core/stats.h"
 #include "core/wire.h"

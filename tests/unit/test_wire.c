@@ -1042,7 +1042,7 @@ static void check_error_doc(const bson_t *doc, const char *const *labels)
 	cr_assert(bson_iter_init_find(&it, doc, "codeName") && BSON_ITER_HOLDS_UTF8(&it));
 	cr_assert_str_eq(bson_iter_utf8(&it, NULL), "SystemOverloaded");
 	cr_assert(bson_iter_init_find(&it, doc, "errmsg") && BSON_ITER_HOLDS_UTF8(&it));
-	cr_assert_str_eq(bson_iter_utf8(&it, NULL), "too busy");
+	cr_assert_str_eq(bson_iter_utf8(&it, NULL), "mongoplex: too busy" /* prefix added */);
 	if (labels == NULL) {
 		cr_assert_not(bson_iter_init_find(&it, doc, "errorLabels"));
 		return;
