@@ -66,6 +66,11 @@ static const struct cfg_key keys[] = {
      "backend",
      "After a failed connect the pool waits 100 ms, doubling up to this, before the next "
      "attempt; requests meanwhile get HostUnreachable if no connection is alive."},
+    {"advertise_mongos", CFG_BOOL, OFF(advertise_mongos), "off", 0, 0, true, "backend",
+     "Present the proxy as a mongos (hello msg: isdbgrid) even over a standalone backend, so "
+     "drivers accept several proxies in one seed list and move between them (a drain is "
+     "noticed through the awaitable hello). A replica set or mongos backend is always "
+     "presented as a mongos. A change on reload bumps the topologyVersion."},
 
     {"batching", CFG_BOOL, OFF(batching), "on", 0, 0, true, "batching",
      "Coalesce concurrent find-by-_id lookups into one {_id: {$in: [...]}} query."},

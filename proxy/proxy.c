@@ -22,11 +22,13 @@
 #include "pool/auth.h"
 #include "proxy/janitor.h"
 #include "pool/pool.h"
+#include "proxy/awaithello.h"
 #include "proxy/client.h"
 #include "proxy/listener.h"
 #include "proxy/membound.h"
 #include "proxy/metrics.h"
 #include "core/stats.h"
+#include "core/topover.h"
 #include "version.h"
 
 static struct event *sig_hup, *sig_term, *sig_int, *drain_ev;
@@ -51,6 +53,7 @@ void proxy_reload(void)
 {
 	struct cfg next;
 	char err[CFG_ERR_LEN];
+	bool bump;
 
 	if (g.cfg_path == NULL) {
 		log_warning("reload: no config file (-c) to re-read");
@@ -72,9 +75,12 @@ void proxy_reload(void)
 		notify("READY=1");
 		return;
 	}
+	bump = next.advertise_mongos != g.cfg.advertise_mongos;
 	cfg_free(&g.cfg);
 	g.cfg = next;
 	proxy_apply_cfg();
+	if (bump)
+		topover_bump("reload changed what the hello advertises (advertise_mongos)");
 	STAT_INC(reloads);
 	log_notice("reloaded %s (pool_size=%" PRId64 ", batching=%s, log_level=%s)", g.cfg_path,
 		   g.cfg.pool_size, g.cfg.batching ? "on" : "off", log_level_name(g.cfg.log_level));
@@ -116,6 +122,8 @@ static void begin_shutdown(void)
 		return;
 	g.shutting_down = true;
 	notify("STOPPING=1");
+	/* First tell the drivers that hold an awaitable hello: they move away. */
+	topover_bump("draining (SIGTERM)");
 	log_notice("SIGTERM: no longer accepting; draining in-flight requests (up to %" PRId64
 		   " ms)",
 		   g.cfg.shutdown_timeout_ms);
@@ -202,6 +210,7 @@ int proxy_main(struct cfg *cfg, const char *cfg_path)
 	if (!pool_init_all(g.cfg.backend_uri, err, sizeof(err)))
 		fatal("%s", err);
 	setup_signals();
+	awaithello_init();
 	janitor_start();
 	if (!listener_start(err, sizeof(err)))
 		fatal("%s", err);
