@@ -117,6 +117,11 @@ static const struct cfg_key keys[] = {
 
     {"shutdown_timeout_ms", CFG_INT, OFF(shutdown_timeout_ms), "30000", 0, INT64_C(3600000), true,
      "lifecycle", "On SIGTERM, in-flight requests get this long to finish before the proxy exits."},
+    {"shutdown_quiesce_ms", CFG_INT, OFF(shutdown_quiesce_ms), "1000", 0, INT64_C(3600000), true,
+     "lifecycle",
+     "On SIGTERM the proxy stays up at least this long (within shutdown_timeout_ms), answering "
+     "hellos and late requests with the retryable ShutdownInProgress, so drivers learn of the "
+     "drain and move to another proxy before their connections close."},
     {"log_level", CFG_LOGLEVEL, OFF(log_level), "info", 0, 0, true, "lifecycle",
      "error, warning, info or debug."},
 };

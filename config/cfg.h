@@ -52,6 +52,7 @@ struct cfg {
 	int64_t client_read_timeout_ms;
 	/* lifecycle */
 	int64_t shutdown_timeout_ms;
+	int64_t shutdown_quiesce_ms;
 	enum log_level log_level;
 };
 

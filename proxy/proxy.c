@@ -4,9 +4,10 @@
  * systemd notification.
  *
  *   SIGHUP   reload the config file; on error keep the old config
- *   SIGTERM  stop accepting, let in-flight requests finish (up to
- *            shutdown_timeout_ms), refuse new ones with a retryable error,
- *            exit 0
+ *   SIGTERM  bump the topologyVersion (held hellos answered: drivers move
+ *            away), stop accepting, let in-flight requests finish (up to
+ *            shutdown_timeout_ms, and stay up shutdown_quiesce_ms at least),
+ *            refuse new ones with a retryable error, exit 0
  *   SIGINT   exit now
  */
 #include "proxy/proxy.h"
@@ -32,6 +33,7 @@
 #include "version.h"
 
 static struct event *sig_hup, *sig_term, *sig_int, *drain_ev;
+static uint64_t quiesce_end_usec; /* SIGTERM + shutdown_quiesce_ms */
 
 static void notify(const char *state)
 {
@@ -103,7 +105,7 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	(void)arg;
 	proxy_tick();
-	if (drained()) {
+	if (g.now_usec >= quiesce_end_usec && drained()) {
 		log_notice("shutdown: all in-flight requests done, exiting");
 		event_base_loopexit(g.base, NULL);
 	} else if (g.now_usec >= g.shutdown_deadline_usec) {
@@ -129,6 +131,7 @@ static void begin_shutdown(void)
 		   g.cfg.shutdown_timeout_ms);
 	listener_stop();
 	g.shutdown_deadline_usec = g.now_usec + (uint64_t)g.cfg.shutdown_timeout_ms * 1000;
+	quiesce_end_usec = g.now_usec + (uint64_t)g.cfg.shutdown_quiesce_ms * 1000;
 	drain_ev = event_new(g.base, -1, EV_PERSIST, drain_cb, NULL);
 	event_add(drain_ev, &tick);
 	drain_cb(-1, 0, NULL);
