@@ -20,6 +20,8 @@ Subtests (tests/ops/opslib.py runner, one PASS/FAIL line each):
 
 Run: MONGOPLEX_TEST_URI=... MONGOPLEX_BIN=... <pymongo4 venv>/bin/python
 tests/drivers/monitoring/test_monitoring.py [SUBTEST...]
+MONITOR_OLD_PROXY=1: leave out advertise_mongos (to measure a proxy before it,
+e.g. the heartbeat subtests with MONGOPLEX_BIN=/work/base/build/mongoplex).
 MONITOR_NODE_MODULES: node_modules holding the `mongodb` package (default
 tests/drivers/node_modules, installed by tests/drivers' npm ci).
 """
@@ -55,6 +57,8 @@ def proxy(name, **extra):
                 "pool_size": 4, "log_level": "info", "advertise_mongos": "on",
                 "shutdown_timeout_ms": 10000}
     settings.update(extra)
+    if os.environ.get("MONITOR_OLD_PROXY") == "1":  # a proxy without these settings
+        del settings["advertise_mongos"]
     return Proxy(name, settings).start()
 
 
