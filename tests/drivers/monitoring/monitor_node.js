@@ -5,6 +5,9 @@
 //       8 concurrent loops of findOne/insertOne for SECONDS (the caller
 //       SIGTERMs one proxy meanwhile); prints {ok, failed, errors,
 //       starts: [[epoch ms, port], ...], failures: [[epoch ms, port, code]]}
+//   node monitor_node.js lb URI DIRECT_URI
+//       loadBalanced=true: a cursor of many batches vs direct, 12 concurrent
+//       cursors; prints {same_as_direct, concurrent_counts, errors}
 // The driver comes from NODE_PATH (tests/drivers/node_modules).
 'use strict';
 const { MongoClient } = require('mongodb');
@@ -57,9 +60,35 @@ async function drain(uri, seconds) {
   return out;
 }
 
+async function lb(uri, directUri) {
+  const out = { errors: [], driver: driverVersion };
+  const c = new MongoClient(uri, { serverSelectionTimeoutMS: 10000 });
+  const d = new MongoClient(directUri, { serverSelectionTimeoutMS: 10000 });
+  const coll = c.db('mp_monitor').collection('lb_node');
+  await coll.deleteMany({});
+  await coll.insertMany([...Array(200).keys()].map((i) => ({ _id: i, v: `x${i}` })));
+  const via = await coll.find({}, { batchSize: 7 }).sort({ _id: 1 }).toArray();
+  const dir = await d.db('mp_monitor').collection('lb_node').find({}, { batchSize: 7 })
+    .sort({ _id: 1 }).toArray();
+  out.same_as_direct = JSON.stringify(via) === JSON.stringify(dir);
+  out.concurrent_counts = await Promise.all([...Array(12).keys()].map(async () => {
+    try {
+      return (await coll.find({}, { batchSize: 3 }).toArray()).length;
+    } catch (e) {
+      out.errors.push(`${e.name}: ${e.message}`);
+      return -1;
+    }
+  }));
+  await c.close();
+  await d.close();
+  return out;
+}
+
 (async () => {
   const [mode, uri, seconds, hbms] = process.argv.slice(2);
-  const r = mode === 'heartbeats' ? await heartbeats(uri, Number(seconds), Number(hbms))
-                                  : await drain(uri, Number(seconds));
+  let r;
+  if (mode === 'heartbeats') r = await heartbeats(uri, Number(seconds), Number(hbms));
+  else if (mode === 'lb') r = await lb(uri, seconds);
+  else r = await drain(uri, Number(seconds));
   console.log(JSON.stringify(r));
 })().catch((e) => { console.error(e); process.exit(1); });

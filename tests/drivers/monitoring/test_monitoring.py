@@ -17,6 +17,9 @@ Subtests (tests/ops/opslib.py runner, one PASS/FAIL line each):
   drain_pymongo_polling  the same with pymongo polling (serverMonitoringMode=poll):
                        the drivers learn from the retryable refusals instead.
   drain_node           the same with the Node.js driver.
+  lb_pymongo, lb_node  loadBalanced=true URIs: accepted (serviceId), cursors of
+                       many batches identical to direct, 12 concurrent cursors
+                       on pool_size 2 all complete (no pinning starvation).
 
 Run: MONGOPLEX_TEST_URI=... MONGOPLEX_BIN=... <pymongo4 venv>/bin/python
 tests/drivers/monitoring/test_monitoring.py [SUBTEST...]
@@ -292,10 +295,82 @@ def t_drain_node():
     drain_check(a, b, figs)
 
 
+# ---- load-balanced mode (load-balancers.md): the proxy is the load balancer
+
+def lb_uri(p):
+    return "mongodb://127.0.0.1:%d/?loadBalanced=true" % p.port
+
+
+def lb_docs(client, coll, n):
+    c = client.get_database("mp_monitor")[coll]
+    c.drop()
+    c.insert_many([{"_id": i, "v": "x%d" % i} for i in range(n)])
+    return c
+
+
+def t_lb_pymongo():
+    """loadBalanced=true: serviceId accepted (the driver refuses a hello
+    without it), cursors of many batches, identical to direct; more open
+    cursors than pool_size at once (the mongobetween pinning starvation):
+    all complete, none deadlocks."""
+    p = proxy("lb-py", pool_size=2)
+    c = pymongo.MongoClient(lb_uri(p), serverSelectionTimeoutMS=10000, socketTimeoutMS=60000)
+    direct = pymongo.MongoClient(backend_uri(), serverSelectionTimeoutMS=10000)
+    coll = lb_docs(c, "lb_py", 200)
+    check_eq(c.topology_description.topology_type_name, "LoadBalanced", "topology type")
+    via = list(coll.find({}, batch_size=7).sort("_id", 1))
+    dir_ = list(direct.mp_monitor.lb_py.find({}, batch_size=7).sort("_id", 1))
+    check_eq(via, dir_, "200 documents in batches of 7 through the proxy vs direct")
+    # 12 cursors open at once on pool_size 2, each read one batch at a time, interleaved.
+    curs = [coll.find({}, batch_size=5).sort("_id", 1) for _ in range(12)]
+    got = [[] for _ in curs]
+    for _ in range(45):
+        for i, cur in enumerate(curs):
+            if len(got[i]) < 200:
+                got[i].append(next(cur))
+    for i, cur in enumerate(curs):
+        got[i].extend(cur)
+    for g in got:
+        check_eq([d["_id"] for d in g], list(range(200)), "an interleaved cursor's documents")
+    # The same with 12 threads at once, each draining its own cursor.
+    errs, results = [], []
+
+    def reader():
+        try:
+            results.append(len(list(coll.find({}, batch_size=3))))
+        except Exception as e:  # noqa: BLE001
+            errs.append("%s: %s" % (type(e).__name__, e))
+
+    ts = [threading.Thread(target=reader) for _ in range(12)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    check(not any(t.is_alive() for t in ts), "concurrent cursors deadlocked (pool_size 2)")
+    check_eq(errs, [], "errors of concurrent cursors")
+    check_eq(results, [200] * 12, "documents per concurrent cursor")
+    st = p.stats()
+    print("FIGURES lb_pymongo cursors=25 pool_size=2 backend_connects=%s cursor_requests=%s"
+          % (st["pools"][0]["connectsOk"], st["counters"]["cursor_requests"]), flush=True)
+    check(st["pools"][0]["connectsOk"] <= 2, "more backend connections than pool_size")
+    c.close()
+    direct.close()
+
+
+def t_lb_node():
+    p = proxy("lb-node", pool_size=2)
+    out = run_node("lb", lb_uri(p), backend_uri())
+    print("FIGURES lb_node %s" % json.dumps(out), flush=True)
+    check_eq(out["same_as_direct"], True, "200 documents in batches of 7, proxy vs direct")
+    check_eq(out["concurrent_counts"], [200] * 12, "12 concurrent cursors on pool_size 2")
+    check_eq(out["errors"], [], "errors")
+
+
 SUBTESTS = [("heartbeats_pymongo", t_heartbeats_pymongo), ("heartbeats_node", t_heartbeats_node),
             ("drain_pymongo", t_drain_pymongo),
             ("drain_pymongo_polling", lambda: t_drain_pymongo("poll")),
-            ("drain_node", t_drain_node)]
+            ("drain_node", t_drain_node),
+            ("lb_pymongo", t_lb_pymongo), ("lb_node", t_lb_node)]
 
 if __name__ == "__main__":
     want = sys.argv[1:]
