@@ -17,6 +17,9 @@
 
 /* Longest hold (a larger maxAwaitTimeMS is cut to this; drivers send ~10 s). */
 #define AWAIT_MAX_MS (24LL * 3600 * 1000)
+/* Shortest time between two replies of an exhaust stream (maxAwaitTimeMS 0
+ * would otherwise stream as fast as the loop turns). */
+#define STREAM_MIN_MS 100
 
 /* One held hello. Rules: owned by its client (client->awaiting, at most one
  * per client) and on `held` while its timer runs; its request stays on the
@@ -100,6 +103,12 @@ static void answer(struct awaited_hello *ah)
 	bool ok;
 
 	STAT_INC(hello_stream_replies);
+	if (ah->exhaust && sbuf_pending_out(&c->sb) >= (size_t)g.cfg.max_client_buffer_bytes) {
+		/* A stream nobody reads must not grow without bound. */
+		client_close(c, "does not read its exhaust hello stream (%zu bytes unsent)",
+			     sbuf_pending_out(&c->sb));
+		return; /* the close freed ah and its request */
+	}
 	ok = handshake_client_reply(req->hello_cmd, req->cmd, &pool_target()->info, (int64_t)c->id,
 				    !c->hello_seen, &doc);
 	if (ok)
@@ -108,6 +117,8 @@ static void answer(struct awaited_hello *ah)
 		STAT_INC(requests_errors);
 	if (ok && ah->exhaust && !g.shutting_down && c->state == CL_ACTIVE && !c->closing) {
 		stream_reply(ah, c, &doc);
+		if (ah->wait_ms < STREAM_MIN_MS)
+			ah->wait_ms = STREAM_MIN_MS;
 		hold(ah);
 	} else {
 		req->client_request_id = ah->response_to; /* the last reply of a stream */
