@@ -221,8 +221,12 @@ Test(awaithello, sigterm_answers_held_hellos_first, .timeout = 90)
 	h_sleep_ms(300); /* both held (not a threshold: either order passes) */
 	kill(p->pid, SIGTERM);
 	recv_reply(held, &r, &msg, 20000, "held hello on SIGTERM");
-	cr_log_info("held hello answered on SIGTERM: %s",
-		    bson_as_relaxed_extended_json(&r.doc, NULL));
+	{
+		char *js = bson_as_relaxed_extended_json(&r.doc, NULL);
+
+		cr_log_info("held hello answered on SIGTERM: %s", js);
+		bson_free(js);
+	}
 	cr_assert_eq(r.response_to, 71);
 	cr_assert_eq(h_get_int(&r.doc, "ok", 1), 0, "drain answer is not the shutdown error");
 	cr_assert_eq(h_get_int(&r.doc, "code", 0), 91, "drain answer: code ShutdownInProgress");
