@@ -119,13 +119,13 @@ Test(awaithello, held_without_backend_then_answered, .timeout = 90)
 
 	tv = plain_hello_tv(fd);
 	mc = h_proxy_client(p, "awaithello-stats");
-	proxy_stats(p, &st);
+	h_stats(mc, &st);
 	forwarded = h_get_int(&st, "counters.requests_forwarded", -1);
 	bson_destroy(&st);
 	send_await(fd, 41, tv, LONG_WAIT_MS, 0);
 	cr_assert_eq(raw_recv_msg(fd, &msg, &len, 1000), RAW_TIMEOUT,
 		     "an awaitable hello with the current topologyVersion was answered at once");
-	proxy_stats(p, &st);
+	h_stats(mc, &st);
 	cr_log_info("while held: hellos_held=%lld servers_active=%lld hellos_awaited=%lld",
 		    (long long)h_get_int(&st, "gauges.hellos_held", -1),
 		    (long long)h_get_int(&st, "gauges.servers_active", -1),
