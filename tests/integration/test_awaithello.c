@@ -6,7 +6,8 @@
  * a stale one is answered at once; exhaustAllowed gives a moreToCome stream
  * whose replies answer each other; SIGTERM answers held hellos with the drain
  * error (counter + 1) before the proxy exits; a reload that changes what the
- * hello advertises bumps the counter. Hang guards only, no timing thresholds:
+ * hello advertises bumps the counter, and so does a switch of the backend
+ * target (primary lost). Hang guards only, no timing thresholds:
  * a held hello waits 600 s unless the proxy answers it for the reason tested.
  */
 #define _GNU_SOURCE
@@ -274,6 +275,28 @@ Test(awaithello, reload_changing_hello_bumps, .timeout = 90)
 	cr_assert_str_eq(h_get_str(&r.doc, "msg") ? h_get_str(&r.doc, "msg") : "(none)", "isdbgrid",
 			 "advertise_mongos = on: not presented as a mongos");
 	free(msg);
+	bson_destroy(tv);
+	close(fd);
+	proxy_stop(p);
+}
+
+/* The target switches to the next seed host (the first refuses connections):
+ * that is "primary lost" for the clients, and the counter moves. */
+Test(awaithello, target_switch_bumps, .timeout = 90)
+{
+	char cfg[512], host[256];
+	int port, fd;
+	struct proxy *p;
+	bson_t *tv;
+
+	h_backend_hostport(host, sizeof(host), &port);
+	snprintf(cfg, sizeof(cfg), "backend_uri = mongodb://127.0.0.1:1,%s:%d/\n", host, port);
+	p = proxy_start(cfg);
+	fd = raw_connect(p);
+	tv = plain_hello_tv(fd); /* answered once the second host's hello is in */
+	cr_assert(log_contains(p, "backend primary lost: target switched"),
+		  "no topologyVersion bump logged for the target switch");
+	cr_assert_geq(tv_counter(tv), 1, "the target switched and the counter did not move");
 	bson_destroy(tv);
 	close(fd);
 	proxy_stop(p);
