@@ -67,6 +67,11 @@ static const struct cfg_key keys[] = {
      "backend",
      "After a failed connect the pool waits 100 ms, doubling up to this, before the next "
      "attempt; requests meanwhile get HostUnreachable if no connection is alive."},
+    {"advertise_mongos", CFG_BOOL, OFF(advertise_mongos), "off", 0, 0, true, "backend",
+     "Present the proxy as a mongos (hello msg: isdbgrid) even over a standalone backend, so "
+     "drivers accept several proxies in one seed list and move between them (a drain is "
+     "noticed through the awaitable hello). A replica set or mongos backend is always "
+     "presented as a mongos. A change on reload bumps the topologyVersion."},
 
     {"batching", CFG_BOOL, OFF(batching), "on", 0, 0, true, "batching",
      "Coalesce concurrent find-by-_id lookups into one {_id: {$in: [...]}} query."},
@@ -113,6 +118,11 @@ static const struct cfg_key keys[] = {
 
     {"shutdown_timeout_ms", CFG_INT, OFF(shutdown_timeout_ms), "30000", 0, INT64_C(3600000), true,
      "lifecycle", "On SIGTERM, in-flight requests get this long to finish before the proxy exits."},
+    {"shutdown_quiesce_ms", CFG_INT, OFF(shutdown_quiesce_ms), "1000", 0, INT64_C(3600000), true,
+     "lifecycle",
+     "On SIGTERM the proxy stays up at least this long (within shutdown_timeout_ms), answering "
+     "hellos and late requests with the retryable ShutdownInProgress, so drivers learn of the "
+     "drain and move to another proxy before their connections close."},
     {"log_level", CFG_LOGLEVEL, OFF(log_level), "info", 0, 0, true, "lifecycle",
      "error, warning, info or debug."},
 };

@@ -35,6 +35,7 @@ struct cfg {
 	int64_t connect_timeout_ms;
 	int64_t server_idle_timeout_ms;
 	int64_t reconnect_backoff_max_ms;
+	bool advertise_mongos; /* hello says isdbgrid over a standalone backend */
 	/* batching */
 	bool batching;
 	int64_t batch_max_ids;
@@ -51,6 +52,7 @@ struct cfg {
 	int64_t client_read_timeout_ms;
 	/* lifecycle */
 	int64_t shutdown_timeout_ms;
+	int64_t shutdown_quiesce_ms;
 	enum log_level log_level;
 };
 

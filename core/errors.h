@@ -37,7 +37,11 @@
 	X(BSON_OBJECT_TOO_LARGE, 10334, "BSONObjectTooLarge", NULL)                                \
 	X(IDL_DUPLICATE_FIELD, 40413, "IDLDuplicateField", NULL)                                   \
 	X(IDL_FAILED_TO_PARSE, 40414, "IDLFailedToParse", NULL)                                    \
-	X(LOCATION_40571, 40571, "Location40571", NULL)
+	X(LOCATION_40571, 40571, "Location40571", NULL)                                            \
+	X(LOCATION_31368, 31368, "Location31368", NULL)                                            \
+	X(LOCATION_31372, 31372, "Location31372", NULL)                                            \
+	X(LOCATION_31373, 31373, "Location31373", NULL)                                            \
+	X(LOCATION_31382, 31382, "Location31382", NULL)
 /* clang-format on */
 
 enum mp_err_id {

@@ -9,6 +9,8 @@
 #include <sys/time.h>
 
 #include "core/errors.h"
+#include "core/globals.h"
+#include "core/topover.h"
 #include "core/wire.h"
 #include "version.h"
 
@@ -98,6 +100,17 @@ bool handshake_parse_backend(const bson_t *reply, struct backend_info *bi, char 
 	return true;
 }
 
+bool handshake_info_differs(const struct backend_info *a, const struct backend_info *b)
+{
+	return (a->kind == BACKEND_STANDALONE) != (b->kind == BACKEND_STANDALONE) ||
+	       a->min_wire_version != b->min_wire_version ||
+	       a->max_wire_version != b->max_wire_version ||
+	       a->max_bson_object_size != b->max_bson_object_size ||
+	       a->max_message_size_bytes != b->max_message_size_bytes ||
+	       a->max_write_batch_size != b->max_write_batch_size ||
+	       a->logical_session_timeout_minutes != b->logical_session_timeout_minutes;
+}
+
 const char *handshake_kind_name(enum backend_kind kind)
 {
 	static const char *const names[] = {"unknown", "standalone", "replica set primary",
@@ -118,6 +131,17 @@ bool handshake_client_reply(const bson_t *cmd, const char *cmd_name, const struc
 			       NULL);
 		return false;
 	}
+	if (g.shutting_down) {
+		/* As a mongos in quiesce mode: drivers mark the proxy Unknown, keep it
+		 * in their topology, and select another one. */
+		static const char *const labels[] = {"RetryableError", NULL};
+
+		wire_error_doc(out, MP_ERR(SHUTDOWN_IN_PROGRESS),
+			       "mongoplex: shutting down (draining); not accepting new operations",
+			       labels);
+		topover_append(out, "topologyVersion");
+		return false;
+	}
 	gettimeofday(&tv, NULL);
 	bson_init(out);
 	if (strcmp(cmd_name, "hello") == 0)
@@ -126,8 +150,11 @@ bool handshake_client_reply(const bson_t *cmd, const char *cmd_name, const struc
 		BSON_APPEND_BOOL(out, "ismaster", true);
 	if (get_bool(cmd, "helloOk"))
 		BSON_APPEND_BOOL(out, "helloOk", true);
-	if (bi->kind != BACKEND_STANDALONE)
+	if (bi->kind != BACKEND_STANDALONE || g.cfg.advertise_mongos)
 		BSON_APPEND_UTF8(out, "msg", "isdbgrid");
+	if (get_bool(cmd, "loadBalanced")) /* load-balancers.md: the proxy is the service */
+		BSON_APPEND_OID(out, "serviceId", topover_process_id());
+	topover_append(out, "topologyVersion");
 	BSON_APPEND_INT32(out, "maxBsonObjectSize", bi->max_bson_object_size);
 	BSON_APPEND_INT32(out, "maxMessageSizeBytes", bi->max_message_size_bytes);
 	BSON_APPEND_INT32(out, "maxWriteBatchSize", bi->max_write_batch_size);

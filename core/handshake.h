@@ -40,6 +40,9 @@ void handshake_backend_hello(bson_t *cmd);
 bool handshake_parse_backend(const bson_t *reply, struct backend_info *bi, char *err, size_t errlen)
     __attribute__((warn_unused_result));
 
+/* Would a client's hello say something else with `b` than with `a`? */
+bool handshake_info_differs(const struct backend_info *a, const struct backend_info *b);
+
 const char *handshake_kind_name(enum backend_kind kind);
 
 /* Build the reply to a client's hello/isMaster. `cmd_name` is the command

@@ -49,6 +49,9 @@
 	X(cursor_refusals, "getMore/killCursors refused: cursor not owned by the client")          \
 	X(cursor_kills_sent, "killCursors sent by the proxy for the cursors of closed clients")    \
 	X(cursors_killed_on_close, "Cursors of closed clients killed on the backend by the proxy") \
+	X(hellos_awaited, "Awaitable hellos held (topologyVersion + maxAwaitTimeMS)")              \
+	X(hello_stream_replies, "Replies to held or exhaust-streamed hellos")                      \
+	X(topology_changes, "topologyVersion counter bumps (drain, primary, advertised limits)")   \
 	X(reloads, "Successful configuration reloads")                                             \
 	X(reload_failures, "Rejected configuration reloads")
 

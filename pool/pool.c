@@ -22,6 +22,7 @@
 #include "pool/batch.h"
 #include "pool/sticky.h"
 #include "proxy/client.h"
+#include "core/topover.h"
 #include "core/globals.h"
 #include "core/stats.h"
 
@@ -451,6 +452,7 @@ static void advance_target(void)
 	if (npools > 1) {
 		target = (target + 1) % npools;
 		log_warning("switching backend target to %s", pools[target].name);
+		topover_bump("backend primary lost: target switched");
 	}
 }
 
@@ -458,6 +460,8 @@ void pool_server_ready(struct server *s, const struct backend_info *bi)
 {
 	struct pool *p = s->pool;
 	struct request *req;
+	struct backend_info was = p->info;
+	bool was_known = was.known;
 
 	p->info = *bi;
 	p->connects_ok++;
@@ -473,6 +477,8 @@ void pool_server_ready(struct server *s, const struct backend_info *bi)
 		server_close(s, MP_ERR(HOST_UNREACHABLE), "backend is not a writable primary");
 		return;
 	}
+	if (!p->usable || (was_known && handshake_info_differs(&was, bi)))
+		topover_bump("backend primary regained or its limits changed");
 	p->usable = true;
 	while ((req = TAILQ_FIRST(&p->hello_waiters)) != NULL) {
 		pool_unqueue(req);

@@ -47,6 +47,7 @@
 #include "pool/pool.h"
 #include "pool/sticky.h"
 #include "proxy/admin.h"
+#include "proxy/awaithello.h"
 #include "proxy/cursor.h"
 #include "core/handshake.h"
 #include "proxy/membound.h"
@@ -201,6 +202,7 @@ void client_close(struct client *c, const char *fmt, ...)
 		client_debug(c, "closing: %s", reason);
 	else
 		client_info(c, "closing: %s", reason);
+	awaithello_client_closed(c);
 	abandon_requests(c);
 	cursor_client_closed(c->id); /* kills its open cursors on the backend */
 	sticky_client_closed(c);
@@ -329,11 +331,13 @@ void client_answer_hello(struct request *req, const struct backend_info *bi)
 	bson_destroy(&reply);
 }
 
-static void handle_hello(struct client *c, struct request *req, const bson_t *body)
+static void handle_hello(struct client *c, struct request *req, const bson_t *body, uint32_t flags)
 {
 	struct pool *p = pool_target();
 
 	req->hello_cmd = bson_copy(body);
+	if (awaithello_take(c, req, (flags & MSG_EXHAUST_ALLOWED) != 0))
+		return; /* awaitable: held, streamed or refused there */
 	if (p->info.known) {
 		client_answer_hello(req, &p->info);
 		return;
@@ -349,7 +353,7 @@ static void handle_local(struct client *c, const struct wire_msg *m, const struc
 	STAT_INC(requests_local);
 	switch (ri->route) {
 	case ROUTE_HELLO:
-		handle_hello(c, req, &m->body);
+		handle_hello(c, req, &m->body, m->flags);
 		return;
 	case ROUTE_PING:
 		bson_init(&doc);
@@ -503,7 +507,7 @@ static void handle_op_query(struct client *c, uint8_t *data, size_t len)
 	req->client_request_id = q.h.request_id;
 	req->legacy_reply = true;
 	snprintf(req->cmd, sizeof(req->cmd), "%s", bson_iter_key(&it));
-	handle_hello(c, req, &q.query);
+	handle_hello(c, req, &q.query, 0);
 }
 
 static void handle_message(struct client *c, struct evbuffer *buf, size_t len)

@@ -50,6 +50,7 @@ struct client {
 	/* Order (pool/sticky.c): the backend connection that carried this
 	 * client's unacknowledged write, until an acknowledged exchange ends there. */
 	struct server *sticky;
+	struct awaited_hello *awaiting; /* its held hello (proxy/awaithello.c), or NULL */
 };
 
 TAILQ_HEAD(client_list, client);

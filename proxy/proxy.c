@@ -4,9 +4,10 @@
  * systemd notification.
  *
  *   SIGHUP   reload the config file; on error keep the old config
- *   SIGTERM  stop accepting, let in-flight requests finish (up to
- *            shutdown_timeout_ms), refuse new ones with a retryable error,
- *            exit 0
+ *   SIGTERM  bump the topologyVersion (held hellos answered: drivers move
+ *            away), stop accepting, let in-flight requests finish (up to
+ *            shutdown_timeout_ms, and stay up shutdown_quiesce_ms at least),
+ *            refuse new ones with a retryable error, exit 0
  *   SIGINT   exit now
  */
 #include "proxy/proxy.h"
@@ -22,14 +23,17 @@
 #include "pool/auth.h"
 #include "proxy/janitor.h"
 #include "pool/pool.h"
+#include "proxy/awaithello.h"
 #include "proxy/client.h"
 #include "proxy/listener.h"
 #include "proxy/membound.h"
 #include "proxy/metrics.h"
 #include "core/stats.h"
+#include "core/topover.h"
 #include "version.h"
 
 static struct event *sig_hup, *sig_term, *sig_int, *drain_ev;
+static uint64_t quiesce_end_usec; /* SIGTERM + shutdown_quiesce_ms */
 
 static void notify(const char *state)
 {
@@ -51,6 +55,7 @@ void proxy_reload(void)
 {
 	struct cfg next;
 	char err[CFG_ERR_LEN];
+	bool bump;
 
 	if (g.cfg_path == NULL) {
 		log_warning("reload: no config file (-c) to re-read");
@@ -72,9 +77,12 @@ void proxy_reload(void)
 		notify("READY=1");
 		return;
 	}
+	bump = next.advertise_mongos != g.cfg.advertise_mongos;
 	cfg_free(&g.cfg);
 	g.cfg = next;
 	proxy_apply_cfg();
+	if (bump)
+		topover_bump("reload changed what the hello advertises (advertise_mongos)");
 	STAT_INC(reloads);
 	log_notice("reloaded %s (pool_size=%" PRId64 ", batching=%s, log_level=%s)", g.cfg_path,
 		   g.cfg.pool_size, g.cfg.batching ? "on" : "off", log_level_name(g.cfg.log_level));
@@ -97,7 +105,7 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	(void)arg;
 	proxy_tick();
-	if (drained()) {
+	if (g.now_usec >= quiesce_end_usec && drained()) {
 		log_notice("shutdown: all in-flight requests done, exiting");
 		event_base_loopexit(g.base, NULL);
 	} else if (g.now_usec >= g.shutdown_deadline_usec) {
@@ -116,11 +124,14 @@ static void begin_shutdown(void)
 		return;
 	g.shutting_down = true;
 	notify("STOPPING=1");
+	/* First tell the drivers that hold an awaitable hello: they move away. */
+	topover_bump("draining (SIGTERM)");
 	log_notice("SIGTERM: no longer accepting; draining in-flight requests (up to %" PRId64
 		   " ms)",
 		   g.cfg.shutdown_timeout_ms);
 	listener_stop();
 	g.shutdown_deadline_usec = g.now_usec + (uint64_t)g.cfg.shutdown_timeout_ms * 1000;
+	quiesce_end_usec = g.now_usec + (uint64_t)g.cfg.shutdown_quiesce_ms * 1000;
 	drain_ev = event_new(g.base, -1, EV_PERSIST, drain_cb, NULL);
 	event_add(drain_ev, &tick);
 	drain_cb(-1, 0, NULL);
@@ -202,6 +213,7 @@ int proxy_main(struct cfg *cfg, const char *cfg_path)
 	if (!pool_init_all(g.cfg.backend_uri, err, sizeof(err)))
 		fatal("%s", err);
 	setup_signals();
+	awaithello_init();
 	janitor_start();
 	if (!listener_start(err, sizeof(err)))
 		fatal("%s", err);

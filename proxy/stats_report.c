@@ -5,6 +5,7 @@
  * Both renderings come from the one MP_COUNTERS declaration and the same
  * gauge table.
  */
+#include "proxy/awaithello.h"
 #include "proxy/stats_report.h"
 
 #include <stdio.h>
@@ -31,6 +32,7 @@ struct gauges {
 	int cursors_open;
 	int64_t bytes_buffered;
 	int memory_paused, clients_memory_paused, clients_pinned_unacked;
+	int hellos_held;
 };
 
 static void gauges_read(struct gauges *gs)
@@ -52,6 +54,7 @@ static void gauges_read(struct gauges *gs)
 	gs->memory_paused = membound_paused();
 	gs->clients_memory_paused = client_count_memory_paused();
 	gs->clients_pinned_unacked = sticky_clients();
+	gs->hellos_held = awaithello_held_count();
 }
 
 #define MP_GAUGES(X)                                                                               \
@@ -68,7 +71,8 @@ static void gauges_read(struct gauges *gs)
 	X(bytes_buffered, "Bytes buffered for clients (input, parsed requests, unsent replies)")   \
 	X(memory_paused, "1 while max_buffer_bytes is reached and no client is read")              \
 	X(clients_memory_paused, "Clients not read because of a memory bound")                     \
-	X(clients_pinned_unacked, "Clients whose requests follow their unacknowledged write")
+	X(clients_pinned_unacked, "Clients whose requests follow their unacknowledged write")      \
+	X(hellos_held, "Awaitable hellos held until a topology change or maxAwaitTimeMS")
 
 static void hist_to_bson(bson_t *parent, const struct hist *h)
 {

@@ -57,9 +57,11 @@ def test_under_load():
     load_client = p.client(maxPoolSize=32)
     load = Load(load_client, coll, threads=N_THREADS).start()
     try:
-        # All load connections are open (16 + pymongo's monitor + the stats
-        # client's 2) and the load is running.
-        want_clients = N_THREADS + 1 + 2
+        # All load connections are open (16 + pymongo's monitor and RTT
+        # connections: it streams, the proxy's hello has a topologyVersion;
+        # + the stats client's monitor, RTT and pool connections) and the
+        # load is running.
+        want_clients = N_THREADS + 2 + 3
         wait_until(lambda: p.stats()["gauges"]["clients"] == want_clients and load.ok > 200,
                    15, "%d client connections and 200 queries" % want_clients)
 
