@@ -526,8 +526,7 @@ void pool_server_ready(struct server *s, const struct backend_info *bi)
 	p->backoff_ms = 100;
 	p->next_connect_usec = 0;
 	p->last_code = 0;
-	if (topology_active() && bi->kind != BACKEND_RS_PRIMARY &&
-	    p->member.type == TOPO_PRIMARY) {
+	if (topology_active() && bi->kind != BACKEND_RS_PRIMARY && p->member.type == TOPO_PRIMARY) {
 		STAT_INC(rs_suspects);
 		select_suspect(p, "a new connection's hello says it is not the primary");
 	}

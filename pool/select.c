@@ -287,8 +287,8 @@ static int candidates(const struct rp *rp, bool want_primary, bool want_secondar
 			if (!((want_primary && t == TOPO_PRIMARY) ||
 			      (want_secondary && t == TOPO_SECONDARY)))
 				continue;
-			if (t == TOPO_SECONDARY && (!fresh_enough(p, rp, prim) ||
-						    (tagged && !tags_match(p, &set))))
+			if (t == TOPO_SECONDARY &&
+			    (!fresh_enough(p, rp, prim) || (tagged && !tags_match(p, &set))))
 				continue;
 			out[n++] = p;
 		}
@@ -440,8 +440,8 @@ void select_suspect(struct pool *p, const char *why)
 	if (!topology_active())
 		return;
 	p->suspect_usec = bson_get_monotonic_time();
-	log_warning("replica set member %s is suspect (%s): not selected until rechecked",
-		    p->name, why);
+	log_warning("replica set member %s is suspect (%s): not selected until rechecked", p->name,
+		    why);
 	topology_recheck(why);
 }
 

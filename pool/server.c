@@ -238,7 +238,7 @@ static void deliver(struct server *s, struct evbuffer *buf, uint8_t *data, size_
 		return;
 	}
 	select_on_reply(s->pool, &m->body); /* replica sets: "not primary" */
-	if (cursor_on_reply(req, m)) { /* cursor table; true: it answered the client */
+	if (cursor_on_reply(req, m)) {	    /* cursor table; true: it answered the client */
 		server_release(s);
 		return;
 	}

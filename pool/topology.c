@@ -50,8 +50,8 @@ bool topology_wanted(const char *uri_str)
 
 	if (uri == NULL)
 		return false;
-	want = mongoc_uri_get_replica_set(uri) != NULL ||
-	       strncmp(uri_str, "mongodb+srv://", 14) == 0;
+	want =
+	    mongoc_uri_get_replica_set(uri) != NULL || strncmp(uri_str, "mongodb+srv://", 14) == 0;
 	mongoc_uri_destroy(uri);
 	return want;
 }
@@ -93,8 +93,8 @@ uint64_t topology_rechecks(void)
 
 const char *topology_type_name(enum topo_type t)
 {
-	static const char *const names[] = {"Unknown",	 "RSPrimary",  "RSSecondary",
-					    "RSOther",	 "Standalone", "Mongos"};
+	static const char *const names[] = {"Unknown", "RSPrimary",  "RSSecondary",
+					    "RSOther", "Standalone", "Mongos"};
 
 	return names[t];
 }

@@ -115,8 +115,7 @@ static void pool_to_bson(bson_t *arr, int i, const struct pool *p)
 		BSON_APPEND_UTF8(&doc, "memberType", topology_type_name(p->member.type));
 		BSON_APPEND_INT64(&doc, "rttMicros", p->member.rtt_usec);
 		BSON_APPEND_INT64(&doc, "lastWriteDate", p->member.last_write_ms);
-		BSON_APPEND_BOOL(&doc, "suspect",
-				 p->member.last_update_usec <= p->suspect_usec);
+		BSON_APPEND_BOOL(&doc, "suspect", p->member.last_update_usec <= p->suspect_usec);
 	}
 	bson_append_document_end(arr, &doc);
 }
