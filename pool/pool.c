@@ -453,15 +453,11 @@ static void requeue_waiters(struct pool *from)
 
 /* Replica set: a member failed to connect. Requests bound to it (cursor,
  * transaction) fail; the others wait for a member (select.c). */
-static void rs_connect_failed(struct pool *p, int code, const char *codename, const char *why)
+static void rs_requeue(struct pool *p, int code, const char *codename, const char *why)
 {
 	struct request_list reqs = TAILQ_HEAD_INITIALIZER(reqs);
 	struct request *req;
 
-	STAT_INC(rs_suspects);
-	select_suspect(p, why);
-	if (pool_live(p) > 0)
-		return;
 	while ((req = TAILQ_FIRST(&p->hello_waiters)) != NULL) {
 		pool_unqueue(req);
 		if (pool_target() != p)
@@ -480,6 +476,13 @@ static void rs_connect_failed(struct pool *p, int code, const char *codename, co
 		else
 			pool_submit(req);
 	}
+}
+
+static void rs_connect_failed(struct pool *p, int code, const char *codename, const char *why)
+{
+	select_suspect(p, why);
+	if (pool_live(p) == 0)
+		rs_requeue(p, code, codename, why);
 }
 
 void pool_connect_failed(struct pool *p, int code, const char *codename, const char *why)
@@ -527,7 +530,6 @@ void pool_server_ready(struct server *s, const struct backend_info *bi)
 	p->next_connect_usec = 0;
 	p->last_code = 0;
 	if (topology_active() && bi->kind != BACKEND_RS_PRIMARY && p->member.type == TOPO_PRIMARY) {
-		STAT_INC(rs_suspects);
 		select_suspect(p, "a new connection's hello says it is not the primary");
 	}
 	if (bi->kind == BACKEND_RS_OTHER && !topology_active()) {
@@ -665,7 +667,7 @@ static void drain_member(struct pool *p)
 	p->rs_present = false;
 	while ((s = TAILQ_FIRST(&p->idle)) != NULL)
 		server_close(s, 6, "HostUnreachable", "member left the replica set");
-	rs_connect_failed(p, 6, "HostUnreachable", "member left the replica set");
+	rs_requeue(p, 6, "HostUnreachable", "member left the replica set");
 }
 
 static void sync_member(const struct topo_member *m)

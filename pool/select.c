@@ -265,8 +265,11 @@ static int candidates(const struct rp *rp, bool want_primary, bool want_secondar
 		      struct pool **out)
 {
 	struct pool *prim = primary();
-	bson_iter_t sets = rp->tags;
+	bson_iter_t sets;
 	bool more_sets = true;
+
+	if (rp->has_tags && !bson_iter_recurse(&rp->tags, &sets))
+		return 0;
 
 	while (more_sets) {
 		bool tagged = rp->has_tags && want_secondary;
@@ -439,6 +442,7 @@ void select_suspect(struct pool *p, const char *why)
 {
 	if (!topology_active())
 		return;
+	STAT_INC(rs_suspects);
 	p->suspect_usec = bson_get_monotonic_time();
 	log_warning("replica set member %s is suspect (%s): not selected until rechecked", p->name,
 		    why);

@@ -2,9 +2,11 @@
  * topology.c — libmongoc SDAM on a monitor thread; a snapshot for the loop.
  *
  * Thread side: a mongoc_client_pool_t (background monitoring: one monitor
- * per member, heartbeatFrequencyMS, credentials from the URI) reports every
- * topology change through its APM callbacks; each is merged into `shared`
- * under `mu` and the loop is poked through a pipe. A recheck runs a
+ * per member, heartbeatFrequencyMS, credentials from the URI) reports through
+ * its APM callbacks: server opening/closed (membership), server description
+ * changed (type, tags, lastWrite, setName, electionId, topologyVersion) and
+ * heartbeats (round trip). Each is applied to `shared` under `mu` and the
+ * loop is poked through a pipe. A recheck runs a
  * short-lived single-threaded client's server selection (a blocking scan of
  * every member) with the same callbacks.
  * Loop side: the pipe's read event copies `shared` into `loop_snap` and runs
@@ -216,58 +218,84 @@ static int find_member(const struct topo_snapshot *s, const char *addr)
 	return -1;
 }
 
-/* Under mu: merge `list` from `src` into `shared`. The pooled client
- * defines membership; a member's fields come from the newest check. */
-static void merge(enum source src, struct topo_member *list, int n)
+/* Under mu: a member's new description from `src`. The pooled client's
+ * descriptions always apply; a recheck's only when newer and known. */
+static void apply(enum source src, const struct topo_member *m)
 {
-	struct topo_snapshot next = {.seq = shared.seq + 1};
+	int j = find_member(&shared, m->addr);
+	struct sockaddr_storage sa;
+	socklen_t salen;
+	int64_t rtt;
 
-	if (src == SRC_RECHECK && shared.n > 0) {
-		for (int i = 0; i < n; i++) {
-			int j = find_member(&shared, list[i].addr);
-
-			if (j >= 0 && list[i].last_update_usec > shared.m[j].last_update_usec &&
-			    list[i].type != TOPO_UNKNOWN)
-				shared.m[j] = list[i];
-		}
-		shared.seq++;
+	if (j < 0)
+		return; /* membership comes from server opening/closed events */
+	if (src == SRC_RECHECK &&
+	    (m->type == TOPO_UNKNOWN || m->last_update_usec <= shared.m[j].last_update_usec))
 		return;
-	}
-	for (int i = 0; i < n && next.n < TOPO_MAX_MEMBERS; i++) {
-		int j = find_member(&shared, list[i].addr);
-		struct topo_member *m = &next.m[next.n++];
-
-		*m = list[i];
-		if (j >= 0 && shared.m[j].last_update_usec > m->last_update_usec)
-			*m = shared.m[j]; /* a recheck saw it more recently */
-		else if (j >= 0 && m->rtt_usec < 0)
-			m->rtt_usec = shared.m[j].rtt_usec;
-	}
-	shared = next;
+	if (src == SRC_POOLED && m->last_update_usec < shared.m[j].last_update_usec)
+		return; /* a recheck saw it more recently */
+	rtt = shared.m[j].rtt_usec;
+	sa = shared.m[j].sa;
+	salen = shared.m[j].salen;
+	shared.m[j] = *m;
+	shared.m[j].sa = sa; /* resolved when it was added */
+	shared.m[j].salen = salen;
+	if (m->rtt_usec < 0)
+		shared.m[j].rtt_usec = rtt;
+	shared.seq++;
 }
 
-static void on_topology_changed(const mongoc_apm_topology_changed_t *ev)
+static void on_server_changed(const mongoc_apm_server_changed_t *ev)
 {
-	const mongoc_topology_description_t *td =
-	    mongoc_apm_topology_changed_get_new_description(ev);
-	enum source src = (enum source)(intptr_t)mongoc_apm_topology_changed_get_context(ev);
-	size_t n = 0;
-	mongoc_server_description_t **sds = mongoc_topology_description_get_servers(td, &n);
-	struct topo_member *list = calloc(n ? n : 1, sizeof(*list));
+	enum source src = (enum source)(intptr_t)mongoc_apm_server_changed_get_context(ev);
+	struct topo_member m;
 
-	if (list == NULL) {
-		mongoc_server_descriptions_destroy_all(sds, n);
-		return;
-	}
-	for (size_t i = 0; i < n; i++) {
-		describe(&list[i], sds[i]);
-		resolve_member(&list[i]);
-	}
-	mongoc_server_descriptions_destroy_all(sds, n);
+	describe(&m, mongoc_apm_server_changed_get_new_description(ev));
 	pthread_mutex_lock(&mu);
-	merge(src, list, (int)n);
+	apply(src, &m);
 	pthread_mutex_unlock(&mu);
-	free(list);
+	poke_loop();
+}
+
+/* The pooled client added a server to its topology: a member. */
+static void on_server_opening(const mongoc_apm_server_opening_t *ev)
+{
+	const mongoc_host_list_t *h = mongoc_apm_server_opening_get_host(ev);
+	struct topo_member m;
+
+	if ((enum source)(intptr_t)mongoc_apm_server_opening_get_context(ev) != SRC_POOLED)
+		return;
+	memset(&m, 0, sizeof(m));
+	snprintf(m.addr, sizeof(m.addr), "%s", h->host_and_port);
+	snprintf(m.host, sizeof(m.host), "%s", h->host);
+	m.port = h->port;
+	m.rtt_usec = -1;
+	m.set_version = -1;
+	resolve_member(&m);
+	pthread_mutex_lock(&mu);
+	if (find_member(&shared, m.addr) < 0 && shared.n < TOPO_MAX_MEMBERS) {
+		shared.m[shared.n++] = m;
+		shared.seq++;
+	}
+	pthread_mutex_unlock(&mu);
+	poke_loop();
+}
+
+/* The pooled client removed a server: no longer a member. */
+static void on_server_closed(const mongoc_apm_server_closed_t *ev)
+{
+	const mongoc_host_list_t *h = mongoc_apm_server_closed_get_host(ev);
+	int j;
+
+	if ((enum source)(intptr_t)mongoc_apm_server_closed_get_context(ev) != SRC_POOLED)
+		return;
+	pthread_mutex_lock(&mu);
+	j = find_member(&shared, h->host_and_port);
+	if (j >= 0) {
+		shared.m[j] = shared.m[--shared.n];
+		shared.seq++;
+	}
+	pthread_mutex_unlock(&mu);
 	poke_loop();
 }
 
@@ -316,7 +344,9 @@ static mongoc_apm_callbacks_t *callbacks(void)
 {
 	mongoc_apm_callbacks_t *cbs = mongoc_apm_callbacks_new();
 
-	mongoc_apm_set_topology_changed_cb(cbs, on_topology_changed);
+	mongoc_apm_set_server_opening_cb(cbs, on_server_opening);
+	mongoc_apm_set_server_closed_cb(cbs, on_server_closed);
+	mongoc_apm_set_server_changed_cb(cbs, on_server_changed);
 	mongoc_apm_set_server_heartbeat_succeeded_cb(cbs, on_heartbeat_ok);
 	return cbs;
 }
@@ -389,6 +419,9 @@ static void pipe_cb(evutil_socket_t fd, short what, void *arg)
 	pthread_mutex_lock(&mu);
 	loop_snap = shared;
 	pthread_mutex_unlock(&mu);
+	for (int i = 0; i < loop_snap.n && log_enabled(LOG_LVL_DEBUG); i++)
+		log_debug("topology: %s %s rtt %" PRId64 " us", loop_snap.m[i].addr,
+			  topology_type_name(loop_snap.m[i].type), loop_snap.m[i].rtt_usec);
 	if (change_hook != NULL)
 		change_hook();
 }

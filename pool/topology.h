@@ -6,7 +6,7 @@
  *  - Active only for a backend_uri with replicaSet= (or mongodb+srv://); a
  *    standalone / plain seed-list URI keeps the seed-list behaviour of pool.c.
  *  - The monitor thread only describes: it owns a mongoc_client_pool_t whose
- *    APM callbacks (topology changed, heartbeat succeeded) fill a snapshot
+ *    APM callbacks (server opening/closed/changed, heartbeats) fill a snapshot
  *    under a mutex and poke the loop through a pipe. The loop copies the
  *    snapshot on its own side and calls the `on_change` hook; nothing on the
  *    loop ever blocks on the thread (the mutex is held only for copies).
