@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -376,6 +377,23 @@ static void run_recheck(mongoc_uri_t *uri)
 	poke_loop();
 }
 
+/* Under mu: at most one recheck per RECHECK_GAP_MS, however many requests
+ * ask (each waiting request does); stop still wakes it at once. */
+#define RECHECK_GAP_MS 200
+static void pause_between_rechecks(void)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += RECHECK_GAP_MS * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	while (!stop_wanted && pthread_cond_timedwait(&cond, &mu, &until) == 0)
+		;
+}
+
 static void *thread_main(void *arg)
 {
 	mongoc_uri_t *uri = mongoc_uri_new(uri_copy);
@@ -397,6 +415,7 @@ static void *thread_main(void *arg)
 		pthread_mutex_unlock(&mu);
 		run_recheck(uri);
 		pthread_mutex_lock(&mu);
+		pause_between_rechecks();
 	}
 	pthread_mutex_unlock(&mu);
 	mongoc_client_pool_push(cp, client);
@@ -430,8 +449,9 @@ void topology_recheck(const char *why)
 {
 	if (!active)
 		return;
-	log_info("topology: immediate recheck (%s)", why);
 	pthread_mutex_lock(&mu);
+	if (!recheck_wanted)
+		log_info("topology: immediate recheck (%s)", why);
 	recheck_wanted = true;
 	pthread_cond_signal(&cond);
 	pthread_mutex_unlock(&mu);
