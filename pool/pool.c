@@ -287,7 +287,8 @@ void pool_client_kick(struct client *c)
 
 	for (;;) {
 		TAILQ_FOREACH(req, &c->requests, client_link)
-			if (req->queued && req->wait_server == NULL && req->kind == REQ_FORWARD)
+			if (req->queued && req->wait_server == NULL && !req->select_waiting &&
+			    req->kind == REQ_FORWARD)
 				break;
 		if (req == NULL || !may_dispatch(req) ||
 		    (s = TAILQ_FIRST(&req->pool->idle)) == NULL)
