@@ -40,6 +40,7 @@
 	X(refused_no_member, "Requests refused: no replica set member for their read preference")  \
 	X(rs_topology_changes, "Replica set topology changes applied by the event loop")           \
 	X(rs_suspects, "Replica set members suspected (not primary, failed connect): rechecked")   \
+	X(rs_waited_for_member, "Requests that waited for a replica set member (no primary)")      \
 	X(rs_secondary_routed, "Requests routed to a replica set secondary by read preference")    \
 	X(query_timeouts, "Backend exchanges abandoned after query_timeout_ms")                    \
 	X(batches_sent, "Merged $in queries sent by the batcher")                                  \

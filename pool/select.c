@@ -346,6 +346,7 @@ struct pool *select_pool(struct request *req)
 
 void select_wait(struct request *req)
 {
+	STAT_INC(rs_waited_for_member);
 	TAILQ_INSERT_TAIL(&waitq, req, queue_link);
 	req->queued = true;
 	req->select_waiting = true;

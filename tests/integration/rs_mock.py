@@ -11,6 +11,8 @@ reads control lines on stdin, each answered with one line on stdout:
   elect K        member K becomes primary: new electionId, every member's
                  topologyVersion counter moves; the old primary becomes a
                  secondary (refuses writes with 10107 NotWritablePrimary)
+  down K NEW     member K dies (listener and connections closed), NEW is
+                 elected
   nopri          no primary (every member a secondary)
   hide K / add K member K leaves / joins the hosts list (setVersion + 1)
   refuse K on|off member K answers writes with 10107 although its hello
@@ -194,6 +196,11 @@ def control(line):
         if cmd == "elect":
             state["primary"] = int(words[1])
             state["election"] += 1
+        elif cmd == "down":
+            # member K dies (listener and connections closed); NEW is elected
+            state["primary"] = int(words[2])
+            state["election"] += 1
+            threading.Thread(target=servers[int(words[1])].stop, daemon=True).start()
         elif cmd == "nopri":
             state["primary"] = None
         elif cmd == "hide":

@@ -516,8 +516,9 @@ Test(replset, not_primary_reply_and_no_primary, .timeout = 180)
 	proxy_stop(p);
 }
 
-/* The write loop across an election: every acknowledged write applied once. */
-Test(replset, write_loop_across_election_loses_nothing, .timeout = 240)
+/* The write loop across an election (`how`: the mock's control line):
+ * every acknowledged write applied once. */
+static void write_loop(const char *how)
 {
 	enum { N = 300, ELECT_AT = 100 };
 	struct rs *r = rs_start();
@@ -533,7 +534,7 @@ Test(replset, write_loop_across_election_loses_nothing, .timeout = 240)
 	wait_set(p, r, 0);
 	for (int i = 0; i < N; i++) {
 		if (i == ELECT_AT) {
-			rs_do(r, "elect 1");
+			rs_do(r, how);
 			t_elect = h_now_ms();
 		}
 		if (insert_id(c, "loop", i, &reply, &err)) {
@@ -571,13 +572,15 @@ Test(replset, write_loop_across_election_loses_nothing, .timeout = 240)
 	}
 	bson_destroy(&st);
 	proxy_stats(p, &st);
-	cr_log_info("failover (mockupdb, heartbeatFrequencyMS 500): %d writes, %d acknowledged, %d "
-		    "failed, %d lost, %d duplicated, %d applied but reported failed; first "
-		    "successful write %lld ms after the election; proxy: %lld suspects, %lld "
-		    "refused for no member",
-		    N, n_acked, n_failed, lost, dup, extra, (long long)t_first,
-		    (long long)h_get_int(&st, "counters.rs_suspects", 0),
-		    (long long)h_get_int(&st, "counters.refused_no_member", 0));
+	cr_log_info(
+	    "failover \"%s\" (mockupdb, heartbeatFrequencyMS 500): %d writes, %d acknowledged, %d "
+	    "failed, %d lost, %d duplicated, %d applied but reported failed; first "
+	    "successful write %lld ms after the election; proxy: %lld suspects, %lld "
+	    "waited for a member, %lld refused for no member",
+	    how, N, n_acked, n_failed, lost, dup, extra, (long long)t_first,
+	    (long long)h_get_int(&st, "counters.rs_suspects", 0),
+	    (long long)h_get_int(&st, "counters.rs_waited_for_member", 0),
+	    (long long)h_get_int(&st, "counters.refused_no_member", 0));
 	bson_destroy(&st);
 	cr_expect_eq(lost, 0, "%d acknowledged writes were not applied", lost);
 	cr_expect_eq(dup, 0, "%d writes were applied twice", dup);
@@ -586,4 +589,16 @@ Test(replset, write_loop_across_election_loses_nothing, .timeout = 240)
 	mongoc_client_destroy(c);
 	proxy_stop(p);
 	rs_stop(r);
+}
+
+Test(replset, write_loop_across_election_loses_nothing, .timeout = 240)
+{
+	write_loop("elect 1");
+}
+
+/* The primary dies: writes sent to it get a network error the driver
+ * retries (RetryableWriteError), the rest wait for member 1. */
+Test(replset, write_loop_across_primary_death_loses_nothing, .timeout = 240)
+{
+	write_loop("down 0 1");
 }
