@@ -27,6 +27,7 @@
 	X(AUTHENTICATION_FAILED, 18, "AuthenticationFailed", NULL)                                 \
 	X(INVALID_BSON, 22, "InvalidBSON", NULL)                                                   \
 	X(CURSOR_NOT_FOUND, 43, "CursorNotFound", NULL)                                            \
+	X(FAILED_TO_SATISFY_READ_PREFERENCE, 133, "FailedToSatisfyReadPreference", NULL)           \
 	X(COMMAND_NOT_FOUND, 59, "CommandNotFound", NULL)                                          \
 	X(NETWORK_TIMEOUT, 89, "NetworkTimeout", NULL)                                             \
 	X(SHUTDOWN_IN_PROGRESS, 91, "ShutdownInProgress", mp_labels_not_run)                       \

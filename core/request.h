@@ -67,6 +67,13 @@ struct request {
 	struct batch *batch;	    /* REQ_BATCH */
 	struct lookup *lookup;	    /* REQ_LOOKUP */
 	struct cursor_note *cursor; /* proxy/cursor.c: what its reply updates in the cursor table */
+	/* pool/select.c (replica sets): the member it must go to (its cursor's,
+	 * its transaction's), its $readPreference (NULL: primary), its slot + 1
+	 * in the transaction pin table, and whether it waits for a member. */
+	struct pool *route_pool;
+	bson_t *read_pref;
+	int txn_pin;
+	bool select_waiting;
 };
 
 TAILQ_HEAD(request_list, request);

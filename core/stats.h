@@ -37,6 +37,11 @@
 	X(refused_queue_full, "Requests refused: max_queue reached")                               \
 	X(refused_queue_timeout, "Requests refused: waited longer than queue_timeout_ms")          \
 	X(refused_shutdown, "Requests refused while shutting down")                                \
+	X(refused_no_member, "Requests refused: no replica set member for their read preference")  \
+	X(rs_topology_changes, "Replica set topology changes applied by the event loop")           \
+	X(rs_suspects, "Replica set members suspected (not primary, failed connect): rechecked")   \
+	X(rs_waited_for_member, "Requests that waited for a replica set member (no primary)")      \
+	X(rs_secondary_routed, "Requests routed to a replica set secondary by read preference")    \
 	X(query_timeouts, "Backend exchanges abandoned after query_timeout_ms")                    \
 	X(batches_sent, "Merged $in queries sent by the batcher")                                  \
 	X(batch_lookups, "Lookups answered through the batcher")                                   \

@@ -20,14 +20,15 @@
 #include "core/xalloc.h"
 #include "pool/auth.h"
 #include "pool/batch.h"
+#include "pool/select.h"
 #include "pool/sticky.h"
 #include "proxy/client.h"
 #include "core/topover.h"
 #include "core/globals.h"
 #include "core/stats.h"
 
-static struct pool *pools;
-static int npools;
+static struct pool *pools; /* pool_cap slots: pointers stay valid */
+static int npools, pool_cap;
 static int target;
 static int total_waiting;
 
@@ -102,6 +103,23 @@ static bool check_uri_support(const mongoc_uri_t *uri, char *err, size_t errlen)
 	return true;
 }
 
+static struct pool *pool_new(const char *name, const char *host, uint16_t port)
+{
+	struct pool *p = &pools[npools++];
+
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	snprintf(p->host, sizeof(p->host), "%s", host);
+	p->port = port;
+	TAILQ_INIT(&p->connecting);
+	TAILQ_INIT(&p->idle);
+	TAILQ_INIT(&p->active);
+	TAILQ_INIT(&p->waiting);
+	TAILQ_INIT(&p->hello_waiters);
+	p->usable = true;
+	p->backoff_ms = 100;
+	return p;
+}
+
 bool pool_init_all(const char *uri_str, char *err, size_t errlen)
 {
 	bson_error_t berr;
@@ -118,27 +136,19 @@ bool pool_init_all(const char *uri_str, char *err, size_t errlen)
 		goto out;
 	for (h = mongoc_uri_get_hosts(uri); h != NULL; h = h->next)
 		n++;
-	pools = xcalloc((size_t)n, sizeof(*pools));
+	pool_cap = topology_wanted(uri_str) ? n + TOPO_MAX_MEMBERS : n;
+	pools = xcalloc((size_t)pool_cap, sizeof(*pools));
 	for (h = mongoc_uri_get_hosts(uri); h != NULL; h = h->next) {
-		struct pool *p = &pools[npools];
+		struct pool *p = pool_new(h->host_and_port, h->host, h->port);
 
-		snprintf(p->name, sizeof(p->name), "%s", h->host_and_port);
-		snprintf(p->host, sizeof(p->host), "%s", h->host);
-		p->port = h->port;
-		TAILQ_INIT(&p->connecting);
-		TAILQ_INIT(&p->idle);
-		TAILQ_INIT(&p->active);
-		TAILQ_INIT(&p->waiting);
-		TAILQ_INIT(&p->hello_waiters);
-		p->usable = true;
-		p->backoff_ms = 100;
 		if (!resolve(p, h, err, errlen))
 			goto out;
-		npools++;
 	}
 	ok = npools > 0;
 	if (!ok)
 		snprintf(err, errlen, "backend_uri: no hosts");
+	else if (pool_cap > n)
+		ok = topology_start(uri_str, select_on_topology, err, errlen);
 out:
 	mongoc_uri_destroy(uri);
 	return ok;
@@ -146,6 +156,7 @@ out:
 
 void pool_shutdown_all(void)
 {
+	topology_stop();
 	for (int i = 0; i < npools; i++) {
 		struct pool *p = &pools[i];
 		struct server *s;
@@ -208,6 +219,10 @@ void pool_unqueue(struct request *req)
 
 	if (!req->queued)
 		return;
+	if (req->select_waiting) {
+		select_unqueue(req);
+		return;
+	}
 	if (req->wait_server != NULL) {
 		sticky_unqueue(req);
 		return;
@@ -275,7 +290,8 @@ void pool_client_kick(struct client *c)
 
 	for (;;) {
 		TAILQ_FOREACH(req, &c->requests, client_link)
-			if (req->queued && req->wait_server == NULL && req->kind == REQ_FORWARD)
+			if (req->queued && req->wait_server == NULL && !req->select_waiting &&
+			    req->kind == REQ_FORWARD)
 				break;
 		if (req == NULL || !may_dispatch(req) ||
 		    (s = TAILQ_FIRST(&req->pool->idle)) == NULL)
@@ -335,25 +351,41 @@ static void fail_unreachable(struct pool *p, struct request *req, const char *wh
 		fail_unreachable_code(p, req, MP_ERR(HOST_UNREACHABLE), why);
 }
 
-void pool_submit(struct request *req)
+static void refuse_queue_full(struct request *req)
 {
-	struct pool *p = pool_target();
-	struct server *s = TAILQ_FIRST(&p->idle);
-	struct server *sticky = sticky_target(req);
 	char msg[200];
 
+	STAT_INC(refused_queue_full);
+	snprintf(msg, sizeof(msg),
+		 "mongoplex: too many requests waiting for a backend connection "
+		 "(max_queue = %" PRId64 "); retry later",
+		 g.cfg.max_queue);
+	refuse_overload(req, msg);
+}
+
+void pool_submit(struct request *req)
+{
+	struct pool *p = topology_active() ? select_pool(req) : pool_target();
+	struct server *s;
+	struct server *sticky = sticky_target(req);
+
+	if (p == NULL) { /* replica set: no member for it yet */
+		if (total_waiting >= g.cfg.max_queue)
+			refuse_queue_full(req);
+		else
+			select_wait(req);
+		return;
+	}
+	if (p->member.type == TOPO_SECONDARY && topology_active())
+		STAT_INC(rs_secondary_routed);
+	s = TAILQ_FIRST(&p->idle);
 	req->pool = p;
 	if (sticky == NULL && s != NULL && may_dispatch(req)) {
 		dispatch(s, req);
 		return;
 	}
 	if (total_waiting >= g.cfg.max_queue) {
-		STAT_INC(refused_queue_full);
-		snprintf(msg, sizeof(msg),
-			 "mongoplex: too many requests waiting for a backend connection "
-			 "(max_queue = %" PRId64 "); retry later",
-			 g.cfg.max_queue);
-		refuse_overload(req, msg);
+		refuse_queue_full(req);
 		return;
 	}
 	if (sticky != NULL) {
@@ -425,6 +457,40 @@ static void requeue_waiters(struct pool *from)
 	}
 }
 
+/* Replica set: a member failed to connect. Requests bound to it (cursor,
+ * transaction) fail; the others wait for a member (select.c). */
+static void rs_requeue(struct pool *p, int code, const char *codename, const char *why)
+{
+	struct request_list reqs = TAILQ_HEAD_INITIALIZER(reqs);
+	struct request *req;
+
+	while ((req = TAILQ_FIRST(&p->hello_waiters)) != NULL) {
+		pool_unqueue(req);
+		if (pool_target() != p)
+			pool_wait_hello(req);
+		else
+			fail_unreachable_code(p, req, code, codename, why);
+	}
+	while ((req = TAILQ_FIRST(&p->waiting)) != NULL) {
+		pool_unqueue(req);
+		TAILQ_INSERT_TAIL(&reqs, req, queue_link);
+	}
+	while ((req = TAILQ_FIRST(&reqs)) != NULL) {
+		TAILQ_REMOVE(&reqs, req, queue_link);
+		if (req->route_pool == p)
+			fail_unreachable_code(p, req, code, codename, why);
+		else
+			pool_submit(req);
+	}
+}
+
+static void rs_connect_failed(struct pool *p, int code, const char *codename, const char *why)
+{
+	select_suspect(p, why);
+	if (pool_live(p) == 0)
+		rs_requeue(p, code, codename, why);
+}
+
 void pool_connect_failed(struct pool *p, int code, const char *codename, const char *why)
 {
 	p->connects_failed++;
@@ -436,6 +502,10 @@ void pool_connect_failed(struct pool *p, int code, const char *codename, const c
 	p->backoff_ms *= 2;
 	if (p->backoff_ms > g.cfg.reconnect_backoff_max_ms)
 		p->backoff_ms = g.cfg.reconnect_backoff_max_ms;
+	if (topology_active()) {
+		rs_connect_failed(p, code, codename, why);
+		return;
+	}
 	if (pool_live(p) == 0) {
 		if (p == pool_target() && npools > 1) {
 			advance_target();
@@ -468,7 +538,10 @@ void pool_server_ready(struct server *s, const struct backend_info *bi)
 	p->backoff_ms = 100;
 	p->next_connect_usec = 0;
 	p->last_code = 0;
-	if (bi->kind == BACKEND_RS_OTHER) {
+	if (topology_active() && bi->kind != BACKEND_RS_PRIMARY && p->member.type == TOPO_PRIMARY) {
+		select_suspect(p, "a new connection's hello says it is not the primary");
+	}
+	if (bi->kind == BACKEND_RS_OTHER && !topology_active()) {
 		p->usable = false;
 		if (p == pool_target() && npools > 1) {
 			advance_target();
@@ -572,16 +645,87 @@ static void expire_servers(struct pool *p, uint64_t now)
 
 void pool_janitor(uint64_t now)
 {
+	select_janitor(now);
 	for (int i = 0; i < npools; i++) {
 		struct pool *p = &pools[i];
 
 		expire_servers(p, now);
 		expire_waiting(p, now);
-		if (g.shutting_down)
+		if (g.shutting_down || (topology_active() && !p->rs_present))
 			continue;
 		while (p->usable && pool_live(p) < g.cfg.min_pool_size && may_connect(p))
 			if (!server_connect(p))
 				break;
 		connect_for_waiters(p);
 	}
+}
+
+static struct pool *pool_find(const char *name)
+{
+	for (int i = 0; i < npools; i++)
+		if (strcmp(pools[i].name, name) == 0)
+			return &pools[i];
+	return NULL;
+}
+
+/* A member left the replica set: close its idle connections, send its
+ * waiting requests elsewhere (running ones finish). */
+static void drain_member(struct pool *p)
+{
+	struct server *s;
+
+	log_warning("replica set member %s left the topology: draining its pool", p->name);
+	p->rs_present = false;
+	while ((s = TAILQ_FIRST(&p->idle)) != NULL)
+		server_close(s, MP_ERR(HOST_UNREACHABLE), "member left the replica set");
+	rs_requeue(p, MP_ERR(HOST_UNREACHABLE), "member left the replica set");
+}
+
+static void sync_member(const struct topo_member *m)
+{
+	struct pool *p = pool_find(m->addr);
+
+	if (p == NULL) {
+		if (npools == pool_cap || m->salen == 0)
+			return;
+		p = pool_new(m->addr, m->host, m->port);
+		memcpy(&p->addr, &m->sa, m->salen);
+		p->addrlen = m->salen;
+		log_notice("replica set member %s discovered", p->name);
+	}
+	if (p->member.type != m->type)
+		log_notice("replica set member %s is now %s", p->name, topology_type_name(m->type));
+	p->member = *m;
+	p->rs_present = true;
+	if (m->type == TOPO_PRIMARY)
+		target = (int)(p - pools);
+}
+
+void pool_sync_members(const struct topo_snapshot *snap)
+{
+	if (snap->n == 0)
+		return;
+	STAT_INC(rs_topology_changes);
+	for (int i = 0; i < snap->n; i++)
+		sync_member(&snap->m[i]);
+	for (int i = 0; i < npools; i++) {
+		bool listed = false;
+
+		for (int j = 0; j < snap->n && !listed; j++)
+			listed = strcmp(snap->m[j].addr, pools[i].name) == 0;
+		if (!listed && pools[i].rs_present)
+			drain_member(&pools[i]);
+	}
+}
+
+bool pool_healthy(char *why, size_t whylen)
+{
+	const struct pool *p = pool_target();
+
+	if (topology_active()) {
+		snprintf(why, whylen, "no replica set member is known to be usable");
+		return select_any_usable();
+	}
+	snprintf(why, whylen, "backend %s cannot be reached: %s", p->name, p->last_error);
+	return pool_live(p) > 0 || p->last_code == 0;
 }

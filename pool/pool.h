@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 
 #include "pool/server.h"
+#include "pool/topology.h"
 #include "core/handshake.h"
 #include "core/request.h"
 
@@ -51,6 +52,12 @@ struct pool {
 	const char *last_codename; /* static string */
 	/* figures */
 	uint64_t connects_ok, connects_failed, requests_dispatched;
+	/* Replica sets (pool/select.c): the member's latest description, whether
+	 * the topology lists it now, and the time before which its descriptions
+	 * are not trusted (it answered "not primary" or failed to connect). */
+	struct topo_member member;
+	bool rs_present;
+	int64_t suspect_usec;
 };
 
 /* Create the pools from the backend URI (host list). */
@@ -91,6 +98,13 @@ void pool_server_gone(struct pool *p);
 
 /* Janitor: minimums, idle reaping, shrink after reload, timeouts. */
 void pool_janitor(uint64_t now);
+
+/* Replica sets: one pool per member of the snapshot (pool/topology.h);
+ * members that left are drained. */
+void pool_sync_members(const struct topo_snapshot *snap);
+
+/* ping answered locally: is there a backend that can serve requests? */
+bool pool_healthy(char *why, size_t whylen);
 
 int pool_total_waiting(void);
 int pool_live(const struct pool *p);

@@ -25,6 +25,7 @@
 #include "pool/batch.h"
 #include "proxy/janitor.h"
 #include "pool/pool.h"
+#include "pool/select.h"
 #include "proxy/cursor.h"
 #include "pool/sticky.h"
 #include "core/handshake.h"
@@ -236,7 +237,8 @@ static void deliver(struct server *s, struct evbuffer *buf, uint8_t *data, size_
 		batch_on_reply(s, req, m);
 		return;
 	}
-	if (cursor_on_reply(req, m)) { /* cursor table; true: it answered the client */
+	select_on_reply(s->pool, &m->body); /* replica sets: "not primary" */
+	if (cursor_on_reply(req, m)) {	    /* cursor table; true: it answered the client */
 		server_release(s);
 		return;
 	}

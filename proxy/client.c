@@ -45,6 +45,7 @@
 #include "pool/batch.h"
 #include "proxy/janitor.h"
 #include "pool/pool.h"
+#include "pool/select.h"
 #include "pool/sticky.h"
 #include "proxy/admin.h"
 #include "proxy/awaithello.h"
@@ -345,6 +346,18 @@ static void handle_hello(struct client *c, struct request *req, const bson_t *bo
 	pool_wait_hello(req);
 }
 
+/* ping answered locally fails while no backend can serve requests. */
+static bool ping_healthy(struct request *req)
+{
+	char why[400], msg[500];
+
+	if (pool_healthy(why, sizeof(why)))
+		return true;
+	snprintf(msg, sizeof(msg), "mongoplex: %s", why);
+	request_fail(req, MP_ERR(HOST_UNREACHABLE), msg, NULL);
+	return false;
+}
+
 static void handle_local(struct client *c, const struct wire_msg *m, const struct route_info *ri,
 			 struct request *req)
 {
@@ -356,6 +369,8 @@ static void handle_local(struct client *c, const struct wire_msg *m, const struc
 		handle_hello(c, req, &m->body, m->flags);
 		return;
 	case ROUTE_PING:
+		if (!ping_healthy(req))
+			return;
 		bson_init(&doc);
 		BSON_APPEND_DOUBLE(&doc, "ok", 1.0);
 		request_reply_doc(req, &doc);
@@ -424,7 +439,9 @@ static void forward(struct client *c, struct evbuffer *buf, uint8_t *data, size_
 	req->held_bytes = evbuffer_get_length(req->msg);
 	c->req_bytes += req->held_bytes;
 	membound_add((int64_t)req->held_bytes);
+	select_note(req, &m->body, ri->in_txn); /* replica sets: read preference, pin */
 	if (ri->is_find && !ri->in_txn && g.cfg.batching && may_batch(c, req) &&
+	    req->read_pref == NULL /* merged lookups all go to the primary */ &&
 	    batch_try_submit(req, &m->body))
 		return;
 	pool_submit(req);

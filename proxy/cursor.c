@@ -248,6 +248,7 @@ static void kill_send(struct kill_job *j)
 	snprintf(req->cmd, sizeof(req->cmd), "killCursors");
 	n->nids = j->n;
 	req->cursor = n;
+	req->route_pool = j->pool;
 	kill_inflight++;
 	STAT_INC(cursor_kills_sent);
 	log_debug("killing %d cursors of a closed client on %s", j->n, j->ns);
@@ -377,6 +378,7 @@ static bool admit_getmore(struct request *req, const bson_t *body)
 		return true;
 	}
 	req->cursor = note_new(NOTE_GETMORE, req->client->id, ns);
+	req->route_pool = cursor_table_pool(id, ns); /* replica sets: the cursor's member */
 	req->cursor->ids = ids_alloc(1);
 	req->cursor->ids[0] = id;
 	req->cursor->nids = 1;
@@ -403,10 +405,13 @@ static bool split_ids(struct request *req, bson_iter_t *arr, const char *ns, str
 
 		if (!id_value(&it, &id))
 			return false;
-		if (cursor_table_owner(id, ns) == req->client->id)
+		if (cursor_table_owner(id, ns) == req->client->id) {
 			n->ids[n->nids++] = id;
-		else
+			if (req->route_pool == NULL)
+				req->route_pool = cursor_table_pool(id, ns);
+		} else {
 			n->foreign[n->nforeign++] = id;
+		}
 	}
 	return true;
 }

@@ -207,6 +207,13 @@ uint64_t cursor_table_owner(int64_t id, const char *ns)
 	return pp != NULL ? (*pp)->owner : 0;
 }
 
+struct pool *cursor_table_pool(int64_t id, const char *ns)
+{
+	struct centry **pp = lookup(id, ns);
+
+	return pp != NULL ? (*pp)->pool : NULL;
+}
+
 void cursor_table_forget(uint64_t owner, int64_t id, const char *ns)
 {
 	struct centry **pp = lookup(id, ns);

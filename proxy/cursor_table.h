@@ -15,6 +15,8 @@ void cursor_table_record(uint64_t owner, struct pool *pool, int64_t id, const ch
 /* Owner of (id, ns), or of (id, "") when the reply named no namespace;
  * 0 when no client owns it. */
 uint64_t cursor_table_owner(int64_t id, const char *ns);
+/* The pool (replica set member) a cursor lives on, NULL: unknown. */
+struct pool *cursor_table_pool(int64_t id, const char *ns);
 /* Forget (id, ns) if `owner` owns it. */
 void cursor_table_forget(uint64_t owner, int64_t id, const char *ns);
 

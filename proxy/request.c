@@ -63,6 +63,8 @@ void request_free(struct request *req)
 		evbuffer_free(req->msg);
 	if (req->hello_cmd != NULL)
 		bson_destroy(req->hello_cmd);
+	if (req->read_pref != NULL)
+		bson_destroy(req->read_pref);
 	batch_lookup_free(req->lookup);
 	cursor_note_free(req->cursor);
 	free(req);

@@ -115,6 +115,13 @@ static void pool_to_bson(bson_t *arr, int i, const struct pool *p)
 	BSON_APPEND_INT64(&doc, "connectsFailed", (int64_t)p->connects_failed);
 	BSON_APPEND_INT64(&doc, "requestsDispatched", (int64_t)p->requests_dispatched);
 	BSON_APPEND_UTF8(&doc, "lastError", p->last_error);
+	if (topology_active()) { /* replica sets: what the monitor says of it */
+		BSON_APPEND_BOOL(&doc, "member", p->rs_present);
+		BSON_APPEND_UTF8(&doc, "memberType", topology_type_name(p->member.type));
+		BSON_APPEND_INT64(&doc, "rttMicros", p->member.rtt_usec);
+		BSON_APPEND_INT64(&doc, "lastWriteDate", p->member.last_write_ms);
+		BSON_APPEND_BOOL(&doc, "suspect", p->member.last_update_usec <= p->suspect_usec);
+	}
 	bson_append_document_end(arr, &doc);
 }
 

@@ -2,7 +2,7 @@
 # Test backends for mongoplex: real MongoDB-wire servers on free loopback ports.
 #
 #   scripts/backend.sh build [java|ferretdb|all]   build/cache the servers (default: all)
-#   scripts/backend.sh start java|ferretdb|ferretdb-auth DIR
+#   scripts/backend.sh start java|ferretdb|ferretdb-auth|ferretdb-rs DIR
 #                                                  start one; writes DIR/{uri,pid,log},
 #                                                  prints the mongodb:// URI on stdout
 #   scripts/backend.sh stop DIR                    stop the server started in DIR
@@ -13,6 +13,8 @@
 #            $MONGOPLEX_FERRETDB_USER (default mongoplex) with password
 #            $MONGOPLEX_FERRETDB_PASSWORD (default mongoplex-pw) in database admin;
 #            the printed URI carries the credentials
+# ferretdb-rs = FerretDB as a one-member replica set "rs0" (--repl-set-name); the
+#            printed URI ends in ?replicaSet=rs0
 #
 # Artifacts live in ${MONGOPLEX_CACHE:-<repo>/.cache}. Extra JVM flags: MONGOPLEX_JAVA_OPTS.
 # Readiness is checked over the wire with pymongo's `ping` (Debian python3-pymongo);
@@ -212,6 +214,14 @@ launch() {
         --telemetry=disable --debug-addr=- --log-level="${MONGOPLEX_FERRETDB_LOG_LEVEL:-error}" \
         </dev/null >"$dir/log" 2>&1 &
       ;;
+    ferretdb-rs)
+      mkdir -p "$dir/data" "$dir/state"
+      "$FERRETDB" --listen-addr="127.0.0.1:$port" --handler=sqlite \
+        --sqlite-url="file:$dir/data/" --state-dir="$dir/state" \
+        --telemetry=disable --debug-addr=- --log-level="${MONGOPLEX_FERRETDB_LOG_LEVEL:-error}" \
+        --repl-set-name=rs0 \
+        </dev/null >"$dir/log" 2>&1 &
+      ;;
     ferretdb-auth)
       mkdir -p "$dir/data" "$dir/state"
       "$FERRETDB" --listen-addr="127.0.0.1:$port" --handler=sqlite \
@@ -228,12 +238,15 @@ launch() {
 
 cmd_start() {
   local kind="${1:-}" dir="${2:-}"
-  [[ -n "$kind" && -n "$dir" ]] || die "usage: start java|ferretdb|ferretdb-auth DIR"
+  [[ -n "$kind" && -n "$dir" ]] || die "usage: start java|ferretdb|ferretdb-auth|ferretdb-rs DIR"
   case "$kind" in
     java) locked build_java ;;
-    ferretdb|ferretdb-auth) locked build_ferretdb || die "FerretDB is not built and could not be built" ;;
-    *) die "start: unknown backend '$kind' (java|ferretdb|ferretdb-auth)" ;;
+    ferretdb|ferretdb-auth|ferretdb-rs) locked build_ferretdb || die "FerretDB is not built and could not be built" ;;
+    *) die "start: unknown backend '$kind' (java|ferretdb|ferretdb-auth|ferretdb-rs)" ;;
   esac
+  # ferretdb-rs: a one-member replica set "rs0"; its URI says replicaSet=rs0.
+  local opts=""
+  [[ "$kind" != ferretdb-rs ]] || opts="?replicaSet=rs0"
   # URI credentials part (user:password@), empty without auth.
   local cred=""
   AUTH_USER="${MONGOPLEX_FERRETDB_USER:-mongoplex}"
@@ -260,7 +273,7 @@ cmd_start() {
     fi
     [[ "$rc" != 0 ]] || wait_ping "mongodb://${cred}127.0.0.1:$port/" "$PID" "$deadline" || rc=$?
     case "$rc" in
-      0) echo "mongodb://${cred}127.0.0.1:$port/" > "$dir/uri"; cat "$dir/uri"; return 0 ;;
+      0) echo "mongodb://${cred}127.0.0.1:$port/$opts" > "$dir/uri"; cat "$dir/uri"; return 0 ;;
       2) log "$kind exited during startup (attempt $attempt); last log lines:"
          tail -n 20 "$dir/log" >&2; rm -f "$dir/pid"
          [[ "$kind" != java ]] && (( $(date +%s) < deadline )) || break ;;

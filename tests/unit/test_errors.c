@@ -20,6 +20,7 @@ static const struct {
 } mongod_codes[] = {
     {2, "BadValue"},
     {6, "HostUnreachable"},
+    {13, "Unauthorized"},
     {14, "TypeMismatch"},
     {15, "Overflow"},
     {18, "AuthenticationFailed"},
@@ -28,6 +29,7 @@ static const struct {
     {59, "CommandNotFound"},
     {89, "NetworkTimeout"},
     {91, "ShutdownInProgress"},
+    {133, "FailedToSatisfyReadPreference"},
     {186, "ClientMetadataCannotBeMutated"},
     {352, "UnsupportedOpQueryCommand"},
     {462, "IngressRequestRateLimitExceeded"},

@@ -1,0 +1,485 @@
+/*
+ * select.c — replica-set routing by read preference, transaction pins, the
+ * queue of requests waiting for a member (see select.h for the rules).
+ */
+#include "pool/select.h"
+
+#include <string.h>
+
+#include "core/errors.h"
+#include "core/globals.h"
+#include "core/log.h"
+#include "core/request.h"
+#include "core/stats.h"
+#include "pool/batch.h"
+#include "pool/pool.h"
+#include "pool/topology.h"
+
+enum rp_mode { RP_PRIMARY, RP_PRIMARY_PREFERRED, RP_SECONDARY, RP_SECONDARY_PREFERRED, RP_NEAREST };
+
+/* One parsed $readPreference; `tags` points into the request's copy. */
+struct rp {
+	enum rp_mode mode;
+	bson_iter_t tags; /* valid when has_tags: an array of tag documents */
+	bool has_tags;
+	int64_t max_staleness_s; /* <= 0: none */
+};
+
+/* The transaction pin table: (lsid, txnNumber) -> member. Bounded; the
+ * oldest entry is reused (a session runs one transaction at a time). */
+#define PIN_SLOTS 1024
+struct pin {
+	uint8_t lsid[16];
+	int64_t txn_number;
+	struct pool *pool;
+	uint64_t used_usec;
+	bool in_use;
+};
+static struct pin pins[PIN_SLOTS];
+
+static struct request_list waitq = TAILQ_HEAD_INITIALIZER(waitq);
+static int n_waitq;
+
+int select_waiting_count(void)
+{
+	return n_waitq;
+}
+
+/* ---- reading the command ---- */
+
+static void parse_rp(const bson_t *doc, struct rp *rp);
+
+static bool read_lsid(const bson_t *body, uint8_t out[16])
+{
+	bson_iter_t it, sub;
+	const uint8_t *data;
+	uint32_t len;
+	bson_subtype_t st;
+
+	if (!bson_iter_init_find(&it, body, "lsid") || !bson_iter_recurse(&it, &sub) ||
+	    !bson_iter_find(&sub, "id") || !BSON_ITER_HOLDS_BINARY(&sub))
+		return false;
+	bson_iter_binary(&sub, &st, &len, &data);
+	memset(out, 0, 16);
+	memcpy(out, data, len < 16 ? len : 16);
+	return true;
+}
+
+static int pin_find(const uint8_t lsid[16], int64_t txn)
+{
+	for (int i = 0; i < PIN_SLOTS; i++)
+		if (pins[i].in_use && pins[i].txn_number == txn &&
+		    memcmp(pins[i].lsid, lsid, 16) == 0)
+			return i;
+	return -1;
+}
+
+static int pin_new(const uint8_t lsid[16], int64_t txn)
+{
+	int best = 0;
+
+	for (int i = 0; i < PIN_SLOTS; i++) {
+		if (pins[i].in_use && memcmp(pins[i].lsid, lsid, 16) == 0)
+			pins[i].in_use = false; /* the session's previous transaction */
+		if (!pins[i].in_use || pins[i].used_usec < pins[best].used_usec)
+			best = pins[i].in_use && !pins[best].in_use ? best : i;
+	}
+	memset(&pins[best], 0, sizeof(pins[best]));
+	memcpy(pins[best].lsid, lsid, 16);
+	pins[best].txn_number = txn;
+	pins[best].in_use = true;
+	pins[best].used_usec = g.now_usec;
+	return best;
+}
+
+static void note_txn(struct request *req, const bson_t *body)
+{
+	uint8_t lsid[16];
+	bson_iter_t it;
+	int64_t txn;
+	int slot;
+
+	if (!read_lsid(body, lsid) || !bson_iter_init_find(&it, body, "txnNumber") ||
+	    !BSON_ITER_HOLDS_NUMBER(&it))
+		return;
+	txn = bson_iter_as_int64(&it);
+	slot = pin_find(lsid, txn);
+	if (slot < 0)
+		slot = pin_new(lsid, txn);
+	pins[slot].used_usec = g.now_usec;
+	req->txn_pin = slot + 1;
+	if (pins[slot].pool != NULL)
+		req->route_pool = pins[slot].pool;
+}
+
+void select_note(struct request *req, const bson_t *body, bool in_txn)
+{
+	bson_iter_t it;
+
+	if (!topology_active())
+		return;
+	if (in_txn)
+		note_txn(req, body);
+	if (bson_iter_init_find(&it, body, "$readPreference") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+		const uint8_t *data;
+		uint32_t len;
+
+		bson_iter_document(&it, &len, &data);
+		req->read_pref = bson_new_from_data(data, len);
+		if (req->read_pref != NULL) {
+			struct rp rp;
+
+			parse_rp(req->read_pref, &rp);
+			if (rp.mode == RP_PRIMARY) { /* the default: nothing to keep */
+				bson_destroy(req->read_pref);
+				req->read_pref = NULL;
+			}
+		}
+	}
+}
+
+static enum rp_mode mode_of(const char *s)
+{
+	static const struct {
+		const char *name;
+		enum rp_mode mode;
+	} modes[] = {{"primaryPreferred", RP_PRIMARY_PREFERRED},
+		     {"secondary", RP_SECONDARY},
+		     {"secondaryPreferred", RP_SECONDARY_PREFERRED},
+		     {"nearest", RP_NEAREST}};
+
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
+		if (strcmp(modes[i].name, s) == 0)
+			return modes[i].mode;
+	return RP_PRIMARY;
+}
+
+static void parse_rp(const bson_t *doc, struct rp *rp)
+{
+	bson_iter_t it;
+
+	memset(rp, 0, sizeof(*rp));
+	if (doc == NULL || !bson_iter_init(&it, doc))
+		return;
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+
+		if (strcmp(k, "mode") == 0 && BSON_ITER_HOLDS_UTF8(&it))
+			rp->mode = mode_of(bson_iter_utf8(&it, NULL));
+		else if (strcmp(k, "tags") == 0 && BSON_ITER_HOLDS_ARRAY(&it)) {
+			rp->tags = it;
+			rp->has_tags = true;
+		} else if (strcmp(k, "maxStalenessSeconds") == 0 && BSON_ITER_HOLDS_NUMBER(&it))
+			rp->max_staleness_s = bson_iter_as_int64(&it);
+	}
+}
+
+/* ---- choosing ---- */
+
+static enum topo_type type_now(const struct pool *p)
+{
+	if (!p->rs_present || p->member.last_update_usec <= p->suspect_usec)
+		return TOPO_UNKNOWN;
+	if (pool_live(p) == 0 && g.now_usec < p->next_connect_usec)
+		return TOPO_UNKNOWN; /* backing off after a failed connect */
+	return p->member.type;
+}
+
+static struct pool *primary(void)
+{
+	for (int i = 0; i < pool_count(); i++)
+		if (type_now(pool_at(i)) == TOPO_PRIMARY)
+			return pool_at(i);
+	return NULL;
+}
+
+/* Does the member's tags document hold every key: value of `set`? */
+static bool tags_match(const struct pool *p, bson_iter_t *set)
+{
+	bson_iter_t want, have;
+	bson_t tags;
+
+	if (!bson_iter_recurse(set, &want))
+		return false;
+	if (p->member.tags_len == 0 || !bson_init_static(&tags, p->member.tags, p->member.tags_len))
+		return !bson_iter_next(&want); /* only {} matches a member without tags */
+	while (bson_iter_next(&want)) {
+		if (!bson_iter_init_find(&have, &tags, bson_iter_key(&want)) ||
+		    !BSON_ITER_HOLDS_UTF8(&have) || !BSON_ITER_HOLDS_UTF8(&want) ||
+		    strcmp(bson_iter_utf8(&have, NULL), bson_iter_utf8(&want, NULL)) != 0)
+			return false;
+	}
+	return true;
+}
+
+static bool fresh_enough(const struct pool *p, const struct rp *rp, const struct pool *prim)
+{
+	int64_t ref = 0, staleness;
+
+	if (rp->max_staleness_s <= 0 || type_now(p) != TOPO_SECONDARY)
+		return true;
+	if (prim != NULL) {
+		ref = prim->member.last_write_ms;
+	} else {
+		for (int i = 0; i < pool_count(); i++)
+			if (type_now(pool_at(i)) == TOPO_SECONDARY &&
+			    pool_at(i)->member.last_write_ms > ref)
+				ref = pool_at(i)->member.last_write_ms;
+	}
+	staleness = ref - p->member.last_write_ms + topology_heartbeat_ms();
+	return staleness <= rp->max_staleness_s * 1000;
+}
+
+static int64_t rtt_of(const struct pool *p)
+{
+	return p->member.rtt_usec < 0 ? 0 : p->member.rtt_usec;
+}
+
+static int load_of(const struct pool *p)
+{
+	return p->n_active + p->n_connecting + p->n_waiting;
+}
+
+/* Within localThresholdMS of the nearest candidate, the least loaded. */
+static struct pool *pick(struct pool **cand, int n)
+{
+	int64_t min_rtt = INT64_MAX, window;
+	struct pool *best = NULL;
+
+	for (int i = 0; i < n; i++)
+		if (rtt_of(cand[i]) < min_rtt)
+			min_rtt = rtt_of(cand[i]);
+	window = min_rtt + topology_local_threshold_ms() * 1000;
+	for (int i = 0; i < n; i++) {
+		if (rtt_of(cand[i]) > window)
+			continue;
+		if (best == NULL || load_of(cand[i]) < load_of(best) ||
+		    (load_of(cand[i]) == load_of(best) && rtt_of(cand[i]) < rtt_of(best)))
+			best = cand[i];
+	}
+	return best;
+}
+
+/* Members of the wanted types, fresh enough, in the first tag set that
+ * matches any of them. */
+static int candidates(const struct rp *rp, bool want_primary, bool want_secondary,
+		      struct pool **out)
+{
+	struct pool *prim = primary();
+	bson_iter_t sets;
+	bool more_sets = true;
+
+	if (rp->has_tags && !bson_iter_recurse(&rp->tags, &sets))
+		return 0;
+
+	while (more_sets) {
+		bool tagged = rp->has_tags && want_secondary;
+		bson_iter_t set;
+		int n = 0;
+
+		if (tagged) {
+			if (!bson_iter_next(&sets))
+				return 0;
+			set = sets;
+		} else {
+			more_sets = false;
+		}
+		for (int i = 0; i < pool_count(); i++) {
+			struct pool *p = pool_at(i);
+			enum topo_type t = type_now(p);
+
+			if (!((want_primary && t == TOPO_PRIMARY) ||
+			      (want_secondary && t == TOPO_SECONDARY)))
+				continue;
+			if (t == TOPO_SECONDARY &&
+			    (!fresh_enough(p, rp, prim) || (tagged && !tags_match(p, &set))))
+				continue;
+			out[n++] = p;
+		}
+		if (n > 0 || !tagged)
+			return n;
+	}
+	return 0;
+}
+
+static struct pool *choose(const struct rp *rp)
+{
+	struct pool *cand[TOPO_MAX_MEMBERS * 2];
+	struct pool *prim = primary();
+	int n;
+
+	switch (rp->mode) {
+	case RP_PRIMARY:
+		return prim;
+	case RP_PRIMARY_PREFERRED:
+		if (prim != NULL)
+			return prim;
+		n = candidates(rp, false, true, cand);
+		return n ? pick(cand, n) : NULL;
+	case RP_SECONDARY:
+		n = candidates(rp, false, true, cand);
+		return n ? pick(cand, n) : NULL;
+	case RP_SECONDARY_PREFERRED:
+		n = candidates(rp, false, true, cand);
+		return n ? pick(cand, n) : prim;
+	case RP_NEAREST:
+		n = candidates(rp, true, true, cand);
+		return n ? pick(cand, n) : NULL;
+	}
+	return NULL;
+}
+
+struct pool *select_pool(struct request *req)
+{
+	struct rp rp;
+	struct pool *p;
+
+	if (req->route_pool != NULL)
+		return req->route_pool;
+	parse_rp(req->read_pref, &rp);
+	p = choose(&rp);
+	if (p != NULL && req->txn_pin > 0 && pins[req->txn_pin - 1].pool == NULL)
+		pins[req->txn_pin - 1].pool = p; /* the transaction's first command */
+	return p;
+}
+
+/* ---- waiting for a member ---- */
+
+void select_wait(struct request *req)
+{
+	STAT_INC(rs_waited_for_member);
+	TAILQ_INSERT_TAIL(&waitq, req, queue_link);
+	req->queued = true;
+	req->select_waiting = true;
+	req->enqueued_usec = g.now_usec;
+	n_waitq++;
+	pool_waiting_add(1);
+	topology_recheck("no member can serve a request");
+}
+
+void select_unqueue(struct request *req)
+{
+	if (!req->select_waiting)
+		return;
+	TAILQ_REMOVE(&waitq, req, queue_link);
+	req->queued = false;
+	req->select_waiting = false;
+	n_waitq--;
+	pool_waiting_add(-1);
+}
+
+void select_retry_waiting(void)
+{
+	struct request_list again = TAILQ_HEAD_INITIALIZER(again);
+	struct request *req;
+
+	while ((req = TAILQ_FIRST(&waitq)) != NULL) {
+		uint64_t since = req->enqueued_usec;
+
+		select_unqueue(req);
+		req->enqueued_usec = since;
+		TAILQ_INSERT_TAIL(&again, req, queue_link);
+	}
+	while ((req = TAILQ_FIRST(&again)) != NULL) {
+		TAILQ_REMOVE(&again, req, queue_link);
+		if (select_pool(req) == NULL) {
+			uint64_t since = req->enqueued_usec;
+
+			TAILQ_INSERT_TAIL(&waitq, req, queue_link);
+			req->queued = true;
+			req->select_waiting = true;
+			req->enqueued_usec = since;
+			n_waitq++;
+			pool_waiting_add(1);
+			continue;
+		}
+		pool_submit(req);
+	}
+}
+
+void select_on_topology(void)
+{
+	pool_sync_members(topology_snapshot());
+	select_retry_waiting();
+}
+
+static void fail_selection(struct request *req)
+{
+	static const char *const retry_write[] = {"RetryableWriteError", NULL};
+	struct rp rp;
+	char msg[300];
+
+	parse_rp(req->read_pref, &rp);
+	STAT_INC(refused_no_member);
+	snprintf(msg, sizeof(msg),
+		 "mongoplex: no replica set member can serve read preference %s within %" PRId64
+		 " ms (serverSelectionTimeoutMS / queue_timeout_ms)",
+		 req->read_pref == NULL ? "primary" : "in $readPreference",
+		 (int64_t)((g.now_usec - req->enqueued_usec) / 1000));
+	if (req->kind == REQ_BATCH)
+		batch_fail(req, MP_ERR(FAILED_TO_SATISFY_READ_PREFERENCE), msg, NULL);
+	else
+		request_fail(req, MP_ERR(FAILED_TO_SATISFY_READ_PREFERENCE), msg,
+			     req->retryable_write ? retry_write : NULL);
+}
+
+void select_janitor(uint64_t now)
+{
+	uint64_t limit = (uint64_t)topology_selection_timeout_ms() * 1000;
+	struct request *req, *tmp;
+
+	if (g.cfg.queue_timeout_ms > 0 && (uint64_t)g.cfg.queue_timeout_ms * 1000 < limit)
+		limit = (uint64_t)g.cfg.queue_timeout_ms * 1000;
+	TAILQ_FOREACH_SAFE(req, &waitq, queue_link, tmp) {
+		if (now - req->enqueued_usec <= limit)
+			continue;
+		select_unqueue(req);
+		fail_selection(req);
+	}
+}
+
+/* ---- health of members ---- */
+
+void select_suspect(struct pool *p, const char *why)
+{
+	if (!topology_active())
+		return;
+	STAT_INC(rs_suspects);
+	p->suspect_usec = bson_get_monotonic_time();
+	log_warning("replica set member %s is suspect (%s): not selected until rechecked", p->name,
+		    why);
+	topology_recheck(why);
+}
+
+static bool not_primary_code(int32_t code)
+{
+	static const int32_t codes[] = {10107, 13435, 13436, 11600, 11602, 189, 91};
+
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+		if (codes[i] == code)
+			return true;
+	return false;
+}
+
+void select_on_reply(struct pool *p, const bson_t *body)
+{
+	bson_iter_t it;
+
+	if (!topology_active() || !bson_iter_init_find(&it, body, "ok") ||
+	    bson_iter_as_double(&it) != 0.0)
+		return;
+	if (bson_iter_init_find(&it, body, "code") && BSON_ITER_HOLDS_NUMBER(&it) &&
+	    not_primary_code((int32_t)bson_iter_as_int64(&it)))
+		select_suspect(p, "it answered \"not primary\"");
+}
+
+bool select_any_usable(void)
+{
+	for (int i = 0; i < pool_count(); i++) {
+		enum topo_type t = type_now(pool_at(i));
+
+		if (t == TOPO_PRIMARY || t == TOPO_SECONDARY)
+			return true;
+	}
+	return false;
+}
