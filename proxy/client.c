@@ -451,7 +451,8 @@ static void handle_op_msg(struct client *c, struct evbuffer *buf, uint8_t *data,
 		request_fail(req, 40571, "Location40571", ri.refuse_msg, NULL);
 		return;
 	}
-	snprintf(req->cmd, sizeof(req->cmd), "%s", ri.cmd);
+	_Static_assert(sizeof(req->cmd) == sizeof(ri.cmd), "cmd buffers differ");
+	memcpy(req->cmd, ri.cmd, sizeof(req->cmd)); /* NUL-terminated by router_classify */
 	if (g.shutting_down && ri.route != ROUTE_HELLO) {
 		static const char *const labels[] = {"RetryableError", "RetryableWriteError", NULL};
 

@@ -24,6 +24,8 @@ static bool in_list(const char *const *list, const char *name)
 
 static enum route route_for(const char *cmd)
 {
+	if (strcmp(cmd, "find") == 0) /* the common case: none of the names below */
+		return ROUTE_FORWARD;
 	if (strcmp(cmd, "hello") == 0 || strcasecmp(cmd, "isMaster") == 0)
 		return ROUTE_HELLO;
 	if (strcmp(cmd, "ping") == 0)
@@ -48,10 +50,12 @@ bool router_classify(const bson_t *body, struct route_info *ri)
 		ri->refuse_msg = "empty command document";
 		return false;
 	}
-	snprintf(ri->cmd, sizeof(ri->cmd), "%s", bson_iter_key(&it));
+	bson_strncpy(ri->cmd, bson_iter_key(&it), sizeof(ri->cmd)); /* no printf per request */
 	do {
 		const char *k = bson_iter_key(&it);
 
+		if (k[0] != '$' && k[0] != 't' && k[0] != 'a')
+			continue; /* none of the keys below: no string compares */
 		if (strcmp(k, "$db") == 0 && BSON_ITER_HOLDS_UTF8(&it))
 			ri->db = bson_iter_utf8(&it, NULL);
 		else if (strcmp(k, "txnNumber") == 0)
@@ -62,11 +66,11 @@ bool router_classify(const bson_t *body, struct route_info *ri)
 
 	ri->route = route_for(ri->cmd);
 	/* Any case: some servers (mongo-java-server) match command names so. */
-	ri->cursor_op =
-	    strcasecmp(ri->cmd, "getMore") == 0 || strcasecmp(ri->cmd, "killCursors") == 0;
+	ri->is_find = strcmp(ri->cmd, "find") == 0;
+	ri->cursor_op = !ri->is_find && (strcasecmp(ri->cmd, "getMore") == 0 ||
+					 strcasecmp(ri->cmd, "killCursors") == 0);
 	ri->in_txn = has_txn && autocommit_false;
 	ri->retryable_write = has_txn && !autocommit_false;
-	ri->is_find = strcmp(ri->cmd, "find") == 0;
 	if (ri->route == ROUTE_REFUSE)
 		ri->refuse_msg = "command not supported through mongoplex";
 	if (ri->db == NULL) {
