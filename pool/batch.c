@@ -27,6 +27,7 @@
 #include "pool/batch_sizes.h"
 #include "pool/pool.h"
 #include "pool/server.h"
+#include "proxy/bsonval.h"
 #include "proxy/client.h"
 #include "proxy/proxy.h"
 #include "proxy/stats.h"
@@ -262,7 +263,8 @@ bool batch_try_submit(struct request *req, const bson_t *body)
 	struct pool *p = pool_target();
 	bool idle = !TAILQ_EMPTY(&p->idle);
 	const char *why = batch_ids_classify(body);
-	bson_iter_t it;
+	struct bsonval_it it; /* the body was validated (wire_parse_msg) */
+	const char *db = NULL, *coll = NULL;
 	struct batch *b, probe = {0};
 	bool fresh = false;
 
@@ -272,12 +274,18 @@ bool batch_try_submit(struct request *req, const bson_t *body)
 	}
 	if (idle && g.cfg.batch_max_wait_us == 0 && TAILQ_EMPTY(&open_batches))
 		return false; /* nothing to wait for: forward as is */
-	if (!bson_iter_init_find(&it, body, "$db"))
+	/* classify checked: the first key is find with a plain name, $db is a
+	 * plain name when present, no key appears twice. */
+	bsonval_it_init(&it, bson_get_data(body));
+	while (db == NULL && bsonval_it_next(&it))
+		if (coll == NULL)
+			coll = (const char *)it.value + 4;
+		else if (it.type == BSON_TYPE_UTF8 && strcmp(it.key, "$db") == 0)
+			db = (const char *)it.value + 4;
+	if (db == NULL)
 		return false;
-	bson_strncpy(probe.db, bson_iter_utf8(&it, NULL), sizeof(probe.db));
-	bson_iter_init(&it, body);
-	bson_iter_next(&it);
-	bson_strncpy(probe.coll, bson_iter_utf8(&it, NULL), sizeof(probe.coll));
+	bson_strncpy(probe.db, db, sizeof(probe.db));
+	bson_strncpy(probe.coll, coll, sizeof(probe.coll));
 	req->lookup = lookup_new(body);
 	if (too_big_to_merge(req->lookup, probe.db, probe.coll)) {
 		batch_lookup_free(req->lookup); /* its own documents would not fit one reply */

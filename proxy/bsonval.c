@@ -335,3 +335,35 @@ enum bsonval_status bsonval_check(const uint8_t *doc, size_t len, unsigned max_d
 		*err_off = w.pos;
 	return st;
 }
+
+void bsonval_it_init(struct bsonval_it *it, const uint8_t *doc)
+{
+	it->d = doc;
+	it->pos = 4;
+	it->end = rd32(doc);
+}
+
+bool bsonval_it_next(struct bsonval_it *it)
+{
+	const uint8_t *d = it->d;
+	size_t v, room;
+	int64_t n;
+
+	if (it->pos + 1 >= it->end || d[it->pos] == 0)
+		return false;
+	it->type = d[it->pos];
+	it->key = (const char *)d + it->pos + 1;
+	v = it->pos + 1 + strlen(it->key) + 1; /* validated: the NUL is inside */
+	if (v >= it->end)
+		return false;
+	n = value_len(d, v, it->end, it->type);
+	room = it->end - v;
+	if (n == V_NEST_DOC || n == V_NEST_CWS)
+		n = room >= 4 ? (int64_t)rd32(d + v) : V_BAD;
+	if (n < 0 || (size_t)n >= room)
+		return false;
+	it->value = d + v;
+	it->vlen = (size_t)n;
+	it->pos = v + (size_t)n;
+	return true;
+}
