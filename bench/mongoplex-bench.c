@@ -59,10 +59,12 @@
 /* Options                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* One measured path: a display name and the URI the client connects to. */
+/* One measured path: a display name, the URI the client connects to, and
+ * the pid of the process in between (0: none given; see --proc). */
 typedef struct {
 	char name[64];
 	const char *uri;
+	long pid;
 } bench_path_t;
 
 typedef struct {
@@ -82,6 +84,8 @@ typedef struct {
 	uint64_t seed;
 	const char *json;
 	const char *plot;
+	long backend_pid; /* --backend-pid: its CPU per lookup is measured (0: not) */
+	int backend_port; /* --backend-port: its established connections are counted */
 } bench_opts_t;
 
 /* Result of one timed run of one cell on one path. */
@@ -93,6 +97,12 @@ typedef struct {
 	int64_t queries;    /* queries planned: threads x queries per thread */
 	int64_t errors;	    /* failed queries (driver or server error) */
 	int64_t mismatches; /* queries that returned the wrong document count */
+	/* From /proc over the timed part (NAN when not measured): the path's
+	 * process (--proc) and the backend (--backend-pid, --backend-port). */
+	double proxy_user_us, proxy_sys_us; /* CPU time, all threads */
+	double proxy_vcsw;		    /* voluntary context switches */
+	double backend_cpu_us;		    /* user + system, all threads */
+	double backend_conns;		    /* established at the end of the run */
 } run_result_t;
 
 /* Medians over the repeats of one cell on one path, plus derived rates. */
@@ -101,6 +111,8 @@ typedef struct {
 	double tput_orig; /* threads*queries / (total_time_s / threads) */
 	double tput_wall; /* threads*queries / wall_s */
 	int64_t errors, mismatches;
+	/* Medians of the /proc figures, per query (proxy) or per lookup (backend). */
+	double proxy_user_us_q, proxy_sys_us_q, proxy_vcsw_q, backend_us_lookup, backend_conns;
 } cell_summary_t;
 
 static void usage(FILE *f)
@@ -111,6 +123,7 @@ static void usage(FILE *f)
 		   "      [--docs N] [--threads 1,5,10,20,50,100] [--ids 1,10,20]\n"
 		   "      [--queries N] [--repeat R] [--pool-mode per-thread|shared10]\n"
 		   "      [--warmup N] [--seed S] [--json FILE] [--plot FILE.png]\n"
+		   "      [--proc NAME=PID ...] [--backend-pid PID] [--backend-port PORT]\n"
 		   "defaults: --docs 1000000 --queries 10000 (per thread) --repeat 3\n"
 		   "          --pool-mode per-thread --warmup 1000 (untimed queries per path\n"
 		   "          and ids size, on one thread, before the first timed run)\n");
@@ -194,6 +207,23 @@ static void parse_path(bench_opts_t *o, const char *arg)
 	p->uri = eq + 1;
 }
 
+/* --proc NAME=PID: the process serving path NAME (declared before or after). */
+static void parse_proc(bench_opts_t *o, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	if (!eq || eq == arg || !eq[1]) {
+		die("--proc wants NAME=PID", arg);
+	}
+	for (int i = 0; i < o->npaths; i++) {
+		if (strlen(o->paths[i].name) == (size_t)(eq - arg) &&
+		    !strncmp(o->paths[i].name, arg, (size_t)(eq - arg))) {
+			o->paths[i].pid = (long)parse_pos(eq + 1, INT32_MAX, "--proc");
+			return;
+		}
+	}
+	die("--proc names no --path given before it", arg);
+}
+
 /* per-thread -> 0; sharedN (e.g. shared10) -> N. */
 static int parse_pool_mode(const char *s)
 {
@@ -250,6 +280,12 @@ static bool apply_option(bench_opts_t *o, const char *name, const char *v)
 		o->json = v;
 	} else if (!strcmp(name, "--plot")) {
 		o->plot = v;
+	} else if (!strcmp(name, "--proc")) {
+		parse_proc(o, v);
+	} else if (!strcmp(name, "--backend-pid")) {
+		o->backend_pid = (long)parse_pos(v, INT32_MAX, name);
+	} else if (!strcmp(name, "--backend-port")) {
+		o->backend_port = (int)parse_pos(v, 65535, name);
 	} else {
 		return false;
 	}
@@ -751,6 +787,96 @@ static void collect(const bench_opts_t *o, worker_t *w, int nthreads, run_result
 	free(all);
 }
 
+/* ------------------------------------------------------------------------ */
+/* /proc: where the time goes                                                */
+/* ------------------------------------------------------------------------ */
+
+/* A process's counters at one moment (fields < 0: could not be read). */
+typedef struct {
+	double user_us, sys_us, vcsw;
+} proc_sample_t;
+
+/* utime and stime (fields 14, 15 of /proc/PID/stat, after the ")" of the
+ * command name) and voluntary_ctxt_switches of /proc/PID/status; threads
+ * included. Clock ticks: 10 ms resolution at the usual 100 Hz. */
+static proc_sample_t proc_sample(long pid)
+{
+	proc_sample_t s = {-1, -1, -1};
+	char path[64], buf[2048];
+	unsigned long ut, st;
+	double tick_us = 1e6 / (double)sysconf(_SC_CLK_TCK);
+	FILE *f;
+	if (pid <= 0) {
+		return s;
+	}
+	snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+	if ((f = fopen(path, "r")) != NULL) {
+		size_t n = fread(buf, 1, sizeof buf - 1, f);
+		buf[n] = '\0';
+		const char *p = strrchr(buf, ')');
+		/* after ")": state ppid pgrp session tty tpgid flags minflt cminflt
+		 * majflt cmajflt utime stime */
+		if (p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+				&st) == 2) {
+			s.user_us = (double)ut * tick_us;
+			s.sys_us = (double)st * tick_us;
+		}
+		fclose(f);
+	}
+	snprintf(path, sizeof path, "/proc/%ld/status", pid);
+	if ((f = fopen(path, "r")) != NULL) {
+		while (fgets(buf, sizeof buf, f)) {
+			double v;
+			if (sscanf(buf, "voluntary_ctxt_switches: %lf", &v) == 1) {
+				s.vcsw = v;
+			}
+		}
+		fclose(f);
+	}
+	return s;
+}
+
+/* Established TCP connections whose local port is `port` (the backend's
+ * side of every client connection), from /proc/net/tcp and tcp6. */
+static double backend_connections(int port)
+{
+	static const char *const files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+	double n = 0;
+	if (port <= 0) {
+		return NAN;
+	}
+	for (size_t i = 0; i < 2; i++) {
+		char line[512];
+		FILE *f = fopen(files[i], "r");
+		if (!f) {
+			continue;
+		}
+		while (fgets(line, sizeof line, f)) {
+			unsigned lport, state;
+			/* "  0: 0100007F:6989 0100007F:D2A4 01 ..." */
+			if (sscanf(line, " %*d: %*[0-9A-Fa-f]:%x %*[0-9A-Fa-f]:%*x %x", &lport,
+				   &state) == 2 &&
+			    lport == (unsigned)port && state == 1) {
+				n++;
+			}
+		}
+		fclose(f);
+	}
+	return n;
+}
+
+/* user + system, or -1 when unreadable. */
+static double cpu_us(proc_sample_t s)
+{
+	return s.user_us < 0 || s.sys_us < 0 ? -1 : s.user_us + s.sys_us;
+}
+
+/* b - a, or NAN when either was unreadable. */
+static double delta(double a, double b)
+{
+	return a < 0 || b < 0 ? NAN : b - a;
+}
+
 /* Runs one cell once on one path and returns the measurements. */
 static run_result_t run_once(const bench_opts_t *o, const bench_path_t *p, int nthreads, int nids,
 			     int rep)
@@ -773,12 +899,19 @@ static run_result_t run_once(const bench_opts_t *o, const bench_path_t *p, int n
 			die("pthread_create failed", NULL);
 		}
 	}
+	proc_sample_t px0 = proc_sample(p->pid), bk0 = proc_sample(o->backend_pid);
 	pthread_barrier_wait(&barrier);
 	double t0 = now_ms();
 	for (int t = 0; t < nthreads; t++) {
 		pthread_join(tids[t], NULL);
 	}
 	r.wall_ms = now_ms() - t0;
+	proc_sample_t px1 = proc_sample(p->pid), bk1 = proc_sample(o->backend_pid);
+	r.proxy_user_us = delta(px0.user_us, px1.user_us);
+	r.proxy_sys_us = delta(px0.sys_us, px1.sys_us);
+	r.proxy_vcsw = delta(px0.vcsw, px1.vcsw);
+	r.backend_cpu_us = delta(cpu_us(bk0), cpu_us(bk1));
+	r.backend_conns = backend_connections(o->backend_port); /* clients still open */
 	collect(o, w, nthreads, &r, p->name);
 	pthread_barrier_destroy(&barrier);
 	close_clients(&cs, nthreads);
@@ -812,7 +945,8 @@ static double median_of(const bench_opts_t *o, const run_result_t *rs, size_t of
 }
 
 /* Medians of one cell's repeats plus the two throughput figures. */
-static cell_summary_t summarize(const bench_opts_t *o, const run_result_t *rs, int nthreads)
+static cell_summary_t summarize(const bench_opts_t *o, const run_result_t *rs, int nthreads,
+				int nids)
 {
 	cell_summary_t s = {0};
 	s.total_ms = median_of(o, rs, offsetof(run_result_t, sum_thread_ms));
@@ -826,13 +960,19 @@ static cell_summary_t summarize(const bench_opts_t *o, const run_result_t *rs, i
 		s.errors += rs[i].errors;
 		s.mismatches += rs[i].mismatches;
 	}
+	s.proxy_user_us_q = median_of(o, rs, offsetof(run_result_t, proxy_user_us)) / total_q;
+	s.proxy_sys_us_q = median_of(o, rs, offsetof(run_result_t, proxy_sys_us)) / total_q;
+	s.proxy_vcsw_q = median_of(o, rs, offsetof(run_result_t, proxy_vcsw)) / total_q;
+	s.backend_us_lookup =
+	    median_of(o, rs, offsetof(run_result_t, backend_cpu_us)) / (total_q * nids);
+	s.backend_conns = median_of(o, rs, offsetof(run_result_t, backend_conns));
 	return s;
 }
 
 /* Summary of (path p, threads index ti, ids index ii). */
 static cell_summary_t cell(const bench_opts_t *o, const run_result_t *res, int p, int ti, int ii)
 {
-	return summarize(o, &res[ridx(o, p, ti, ii, 0)], o->threads[ti]);
+	return summarize(o, &res[ridx(o, p, ti, ii, 0)], o->threads[ti], o->ids[ii]);
 }
 
 /* Paths that ratios are taken against, in this order, when present. */
@@ -886,6 +1026,26 @@ static double get_p99(const cell_summary_t *s)
 static double get_err(const cell_summary_t *s)
 {
 	return (double)(s->errors + s->mismatches);
+}
+static double get_px_user(const cell_summary_t *s)
+{
+	return s->proxy_user_us_q;
+}
+static double get_px_sys(const cell_summary_t *s)
+{
+	return s->proxy_sys_us_q;
+}
+static double get_px_vcsw(const cell_summary_t *s)
+{
+	return s->proxy_vcsw_q;
+}
+static double get_bk_lookup(const cell_summary_t *s)
+{
+	return s->backend_us_lookup;
+}
+static double get_bk_conns(const cell_summary_t *s)
+{
+	return s->backend_conns;
 }
 
 /* Column header: "threads      1 id     10 ids ..." */
@@ -951,6 +1111,22 @@ static void print_path(const bench_opts_t *o, const run_result_t *res, int p)
 		print_table(o, res, p, path_tables[i].title, path_tables[i].get,
 			    path_tables[i].decimals);
 	}
+	if (o->paths[p].pid > 0) {
+		print_table(o, res, p,
+			    "proxy CPU, user, us per query (/proc/PID/stat, 10 ms ticks)",
+			    get_px_user, 2);
+		print_table(o, res, p, "proxy CPU, system, us per query", get_px_sys, 2);
+		print_table(o, res, p, "proxy voluntary context switches per query", get_px_vcsw,
+			    2);
+	}
+	if (o->backend_pid > 0) {
+		print_table(o, res, p, "backend CPU (user + system), us per lookup", get_bk_lookup,
+			    2);
+	}
+	if (o->backend_port > 0) {
+		print_table(o, res, p, "backend connections open (established, end of the run)",
+			    get_bk_conns, 0);
+	}
 	if (path_failures(o, res, p)) {
 		print_table(o, res, p, "!! ERRORS + COUNT MISMATCHES (all repeats): NOT VALID",
 			    get_err, 0);
@@ -971,6 +1147,26 @@ static void print_ratio(const bench_opts_t *o, const run_result_t *res, int p, i
 		for (int ii = 0; ii < o->nids; ii++) {
 			cell_summary_t a = cell(o, res, p, ti, ii), b = cell(o, res, base, ti, ii);
 			printf("  %5.2f|%5.2f", a.tput_wall / b.tput_wall, a.p50_us / b.p50_us);
+		}
+		printf("\n");
+	}
+	printf("\n");
+}
+
+/* "backend capacity": backend CPU per lookup direct / through path p (> 1:
+ * the backend serves more lookups per CPU second through p). */
+static void print_capacity(const bench_opts_t *o, const run_result_t *res, int p, int direct)
+{
+	printf("backend capacity %s: backend CPU per lookup direct / through %s"
+	       " (>1: the backend does less work per lookup through %s)\n",
+	       o->paths[p].name, o->paths[p].name, o->paths[p].name);
+	print_header(o);
+	for (int ti = 0; ti < o->nthreads; ti++) {
+		printf("  %7d", o->threads[ti]);
+		for (int ii = 0; ii < o->nids; ii++) {
+			cell_summary_t a = cell(o, res, p, ti, ii),
+				       d = cell(o, res, direct, ti, ii);
+			printf(" %12.2f", d.backend_us_lookup / a.backend_us_lookup);
 		}
 		printf("\n");
 	}
@@ -1014,6 +1210,12 @@ static void print_report(const bench_opts_t *o, const run_result_t *res)
 			if (ratio_wanted(o, p, b, base)) {
 				print_ratio(o, res, p, base);
 			}
+		}
+	}
+	int direct = find_path(o, ratio_bases[0]);
+	for (int p = 0; o->backend_pid > 0 && direct >= 0 && p < o->npaths; p++) {
+		if (p != direct) {
+			print_capacity(o, res, p, direct);
 		}
 	}
 }
@@ -1094,6 +1296,16 @@ static void json_run(FILE *f, const run_result_t *r)
 	json_num(f, r->p50_us);
 	fprintf(f, ", \"p99_us\": ");
 	json_num(f, r->p99_us);
+	fprintf(f, ", \"proxy_user_us\": ");
+	json_num(f, r->proxy_user_us);
+	fprintf(f, ", \"proxy_sys_us\": ");
+	json_num(f, r->proxy_sys_us);
+	fprintf(f, ", \"proxy_vcsw\": ");
+	json_num(f, r->proxy_vcsw);
+	fprintf(f, ", \"backend_cpu_us\": ");
+	json_num(f, r->backend_cpu_us);
+	fprintf(f, ", \"backend_conns\": ");
+	json_num(f, r->backend_conns);
 	fprintf(f,
 		", \"queries\": %" PRId64 ", \"errors\": %" PRId64 ", \"mismatches\": %" PRId64 "}",
 		r->queries, r->errors, r->mismatches);
@@ -1121,6 +1333,22 @@ static void json_cell(FILE *f, const bench_opts_t *o, const run_result_t *res, i
 	json_num(f, s.p50_us);
 	fprintf(f, ", \"p99_us\": ");
 	json_num(f, s.p99_us);
+	fprintf(f, ", \"proxy_user_us_per_query\": ");
+	json_num(f, s.proxy_user_us_q);
+	fprintf(f, ", \"proxy_sys_us_per_query\": ");
+	json_num(f, s.proxy_sys_us_q);
+	fprintf(f, ", \"proxy_vcsw_per_query\": ");
+	json_num(f, s.proxy_vcsw_q);
+	fprintf(f, ", \"backend_cpu_us_per_lookup\": ");
+	json_num(f, s.backend_us_lookup);
+	fprintf(f, ", \"backend_conns\": ");
+	json_num(f, s.backend_conns);
+	int direct = find_path(o, ratio_bases[0]);
+	if (direct >= 0) {
+		cell_summary_t d = cell(o, res, direct, ti, ii);
+		fprintf(f, ", \"backend_capacity\": ");
+		json_num(f, d.backend_us_lookup / s.backend_us_lookup);
+	}
 	fprintf(f, ", \"errors\": %" PRId64 ", \"mismatches\": %" PRId64 ",\n     \"runs\": [",
 		s.errors, s.mismatches);
 	for (int r = 0; r < o->repeat; r++) {

@@ -48,6 +48,7 @@ MONGOBETWEEN_MODULE="github.com/coinbase/mongobetween"
 
 PIDS=()          # processes this script started (stopped by pid on exit)
 PATHS=()         # --path NAME=URI arguments for mongoplex-bench
+PROCS=()         # --proc NAME=PID (the process serving a path) and --backend-* arguments
 SKIPPED=()       # "path: reason" for every path that could not run
 BACKEND_DIR=""   # set once scripts/backend.sh started a server
 BENCH=""         # the mongoplex-bench binary
@@ -158,6 +159,16 @@ start_backend() {
   URI="$(cat "$BACKEND_DIR/uri")"
 }
 
+# /proc figures for the backend: its pid (when started here) and its port.
+backend_procs() {
+  local hp
+  if [[ -n "$BACKEND_DIR" && -f "$BACKEND_DIR/pid" ]]; then
+    PROCS+=(--backend-pid "$(cat "$BACKEND_DIR/pid")")
+  fi
+  hp="$(uri_hostport "$URI")"
+  [[ -z "$hp" || "${hp##*:}" == "$hp" ]] || PROCS+=(--backend-port "${hp##*:}")
+}
+
 # ------------------------------------------------------------ paths
 
 # The relay path: HAProxy in `mode tcp`, the floor cost of one extra hop.
@@ -185,6 +196,7 @@ EOF
   start_bg "$OUT/haproxy.log" haproxy -db -f "$cfg"
   if wait_port "$port" "$STARTED_PID" 10; then
     PATHS+=(--path "relay=$(uri_via_port "$URI" "$hp" "$port")")
+    PROCS+=(--proc "relay=$STARTED_PID")
   else
     skip relay "haproxy did not start; see $OUT/haproxy.log"
   fi
@@ -208,6 +220,7 @@ EOF
   start_bg "$OUT/$name.log" "$MONGOPLEX_BIN" -c "$cfg"
   if wait_port "$port" "$STARTED_PID" 20; then
     PATHS+=(--path "$name=mongodb://127.0.0.1:$port/")
+    PROCS+=(--proc "$name=$STARTED_PID")
   else
     skip "$name" "mongoplex did not start listening; last log lines: $(tail -n 3 "$OUT/$name.log" | tr '\n' ' ')"
   fi
@@ -259,6 +272,7 @@ start_mongobetween() {
     "127.0.0.1:$port=${URI}${sep}maxpoolsize=$MONGOBETWEEN_POOL_SIZE&label=bench"
   if wait_port "$port" "$STARTED_PID" 20; then
     PATHS+=(--path "mongobetween=mongodb://127.0.0.1:$port/")
+    PROCS+=(--proc "mongobetween=$STARTED_PID")
   else
     skip mongobetween "did not start listening; see $OUT/mongobetween.log"
   fi
@@ -287,7 +301,7 @@ write_env() {
 # progress live; returns its exit status.
 measure() {
   : >"$OUT/progress.log"  # exists before tail follows it
-  "$BENCH" run "${PATHS[@]}" --docs "$DOCS" --threads "$THREADS" --ids "$IDS" \
+  "$BENCH" run "${PATHS[@]}" "${PROCS[@]}" --docs "$DOCS" --threads "$THREADS" --ids "$IDS" \
     --queries "$QUERIES" --repeat "$REPEAT" --warmup "$WARMUP" --pool-mode "$POOL_MODE" \
     --json "$OUT/results.json" --plot "$OUT/throughput.png" \
     >"$OUT/report.txt" 2>"$OUT/progress.log" &
@@ -315,6 +329,7 @@ main() {
   start_relay
   start_mongoplexes
   start_mongobetween
+  backend_procs
   write_env
   log "measuring $(( ${#PATHS[@]} / 2 )) paths: $(printf '%s ' "${PATHS[@]}" | sed 's/--path //g')"
   measure || rc=$?

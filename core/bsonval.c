@@ -248,6 +248,40 @@ static inline bool pop(struct walk *w, enum bsonval_status *st)
 	return true;
 }
 
+/* Scan the key starting at v to its NUL (which exists before `end`: the
+ * frame's last byte is 0); returns the NUL's offset and ORs every key byte
+ * into *high. Eight bytes at a time while they lie inside the frame (on a
+ * little-endian host), then byte by byte: this loop is half of the cost. */
+static inline size_t scan_key(const uint8_t *d, size_t v, size_t end, uint8_t *high)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+	uint64_t acc = 0;
+
+	while (v + 8 <= end) {
+		uint64_t x, zero;
+
+		memcpy(&x, d + v, 8);
+		zero = (x - ones) & ~x & highs; /* lowest set bit: the first NUL byte */
+		if (zero) {
+			unsigned k = (unsigned)__builtin_ctzll(zero) >> 3;
+
+			acc |= k ? x & (~0ULL >> (64 - 8 * k)) : 0;
+			*high |= (acc & highs) ? 0x80 : 0;
+			return v + k;
+		}
+		acc |= x;
+		v += 8;
+	}
+	*high |= (acc & highs) ? 0x80 : 0;
+#else
+	(void)end;
+#endif
+	while (d[v])
+		*high |= d[v++];
+	return v;
+}
+
 static enum bsonval_status walk_all(struct walk *w)
 {
 	const uint8_t *d = w->d;
@@ -263,10 +297,8 @@ static enum bsonval_status walk_all(struct walk *w)
 				return st;
 			continue;
 		}
-		v = w->pos + 1;
 		high = 0;
-		while (d[v]) /* the key */
-			high |= d[v++];
+		v = scan_key(d, w->pos + 1, w->end, &high); /* the key */
 		if ((high & 0x80) && !utf8_ok(d + w->pos + 1, v - w->pos - 1))
 			return BSONVAL_INVALID;
 		v++;
@@ -302,4 +334,36 @@ enum bsonval_status bsonval_check(const uint8_t *doc, size_t len, unsigned max_d
 	if (st != BSONVAL_OK)
 		*err_off = w.pos;
 	return st;
+}
+
+void bsonval_it_init(struct bsonval_it *it, const uint8_t *doc)
+{
+	it->d = doc;
+	it->pos = 4;
+	it->end = rd32(doc);
+}
+
+bool bsonval_it_next(struct bsonval_it *it)
+{
+	const uint8_t *d = it->d;
+	size_t v, room;
+	int64_t n;
+
+	if (it->pos + 1 >= it->end || d[it->pos] == 0)
+		return false;
+	it->type = d[it->pos];
+	it->key = (const char *)d + it->pos + 1;
+	v = it->pos + 1 + strlen(it->key) + 1; /* validated: the NUL is inside */
+	if (v >= it->end)
+		return false;
+	n = value_len(d, v, it->end, it->type);
+	room = it->end - v;
+	if (n == V_NEST_DOC || n == V_NEST_CWS)
+		n = room >= 4 ? (int64_t)rd32(d + v) : V_BAD;
+	if (n < 0 || (size_t)n >= room)
+		return false;
+	it->value = d + v;
+	it->vlen = (size_t)n;
+	it->pos = v + (size_t)n;
+	return true;
 }

@@ -26,6 +26,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,3 +55,26 @@ enum bsonval_status {
  */
 enum bsonval_status bsonval_check(const uint8_t *doc, size_t len, unsigned max_depth,
 				  size_t *err_off) __attribute__((warn_unused_result));
+
+/*
+ * A cheap walk over the top-level elements of a document that bsonval_check
+ * accepted (or that libbson built): no checks beyond staying inside the
+ * document, so never use it on bytes that were not validated. Rules: `key`
+ * points at the element's NUL-terminated key, `value` at its value bytes,
+ * `vlen` is their count; all three are valid after bsonval_it_next returned
+ * true, until the document's memory goes away.
+ */
+struct bsonval_it {
+	const uint8_t *d;
+	size_t pos, end;
+	uint8_t type;
+	const char *key;
+	const uint8_t *value;
+	size_t vlen;
+};
+
+/* Start at the first element of the validated document `doc`. */
+void bsonval_it_init(struct bsonval_it *it, const uint8_t *doc);
+
+/* The next element; false at the end (or on bytes that do not parse). */
+bool bsonval_it_next(struct bsonval_it *it) __attribute__((warn_unused_result));

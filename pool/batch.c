@@ -28,6 +28,7 @@
 #include "pool/batch_sizes.h"
 #include "pool/pool.h"
 #include "pool/server.h"
+#include "core/bsonval.h"
 #include "proxy/client.h"
 #include "core/globals.h"
 #include "core/stats.h"
@@ -102,12 +103,27 @@ static void build_key(const bson_t *body, struct batch *b)
 	static const char *const key_fields[] = {"projection", "readConcern", "$readPreference",
 						 "maxTimeMS", NULL};
 	bson_iter_t it;
+	struct {
+		bson_iter_t it;
+	} found[4]; /* bson_iter_t is over-aligned: no plain array of it */
+	bool have[4] = {false, false, false, false};
 	size_t dl = strlen(b->db) + 1, cl = strlen(b->coll) + 1;
 
+	/* One pass over the body (classify refused duplicate keys); appended in
+	 * key_fields order so equal lookups give equal keys. */
+	if (bson_iter_init(&it, body))
+		while (bson_iter_next(&it))
+			for (int i = 0; key_fields[i]; i++)
+				if (!have[i] && bson_iter_key(&it)[0] == key_fields[i][0] &&
+				    strcmp(bson_iter_key(&it), key_fields[i]) == 0) {
+					found[i].it = it;
+					have[i] = true;
+					break;
+				}
 	bson_init(&b->extra);
 	for (int i = 0; key_fields[i]; i++)
-		if (bson_iter_init_find(&it, body, key_fields[i]))
-			bson_append_iter(&b->extra, key_fields[i], -1, &it);
+		if (have[i])
+			bson_append_iter(&b->extra, key_fields[i], -1, &found[i].it);
 	b->keylen = dl + cl + b->extra.len;
 	b->key = xmalloc(b->keylen);
 	memcpy(b->key, b->db, dl);
@@ -208,8 +224,8 @@ static struct batch *batch_open(const bson_t *body, const char *db, const char *
 	struct batch *b = xcalloc(1, sizeof(*b));
 
 	b->id = next_batch_id++;
-	snprintf(b->db, sizeof(b->db), "%s", db);
-	snprintf(b->coll, sizeof(b->coll), "%s", coll);
+	bson_strncpy(b->db, db, sizeof(b->db));
+	bson_strncpy(b->coll, coll, sizeof(b->coll));
 	build_key(body, b);
 	b->max_ids = max_ids_for(db, coll);
 	TAILQ_INIT(&b->members);
@@ -217,7 +233,7 @@ static struct batch *batch_open(const bson_t *body, const char *db, const char *
 	TAILQ_INSERT_TAIL(&open_batches, b, open_link);
 	b->req = request_new(NULL, REQ_BATCH);
 	b->req->batch = b;
-	snprintf(b->req->cmd, sizeof(b->req->cmd), "find");
+	memcpy(b->req->cmd, "find", sizeof("find"));
 	return b;
 }
 
@@ -239,18 +255,12 @@ static void add_member(struct batch *b, struct request *req)
 
 /* A lookup whose documents, at the namespace's known size, would exceed
  * what one member's reply may hold (it would be re-run alone anyway). */
-static bool too_big_to_merge(const bson_t *body, const char *db, const char *coll)
+static bool too_big_to_merge(const struct lookup *lk, const char *db, const char *coll)
 {
 	uint32_t per_doc = batch_sizes_get(db, coll);
-	struct batch_id_list ids;
-	bool big;
 
-	if (per_doc == 0)
-		return false;
-	batch_ids_list_from_find(body, &ids);
-	big = (uint64_t)per_doc * (uint64_t)ids.n > REPLY_DOCS_MAX && ids.n > 1;
-	batch_ids_list_free(&ids);
-	return big;
+	return per_doc != 0 && (uint64_t)per_doc * (uint64_t)lk->ids.n > REPLY_DOCS_MAX &&
+	       lk->ids.n > 1;
 }
 
 bool batch_try_submit(struct request *req, const bson_t *body)
@@ -258,7 +268,8 @@ bool batch_try_submit(struct request *req, const bson_t *body)
 	struct pool *p = pool_target();
 	bool idle = !TAILQ_EMPTY(&p->idle);
 	const char *why = batch_ids_classify(body);
-	bson_iter_t it;
+	struct bsonval_it it; /* the body was validated (wire_parse_msg) */
+	const char *db = NULL, *coll = NULL;
 	struct batch *b, probe = {0};
 	bool fresh = false;
 
@@ -269,15 +280,24 @@ bool batch_try_submit(struct request *req, const bson_t *body)
 	}
 	if (idle && g.cfg.batch_max_wait_us == 0 && TAILQ_EMPTY(&open_batches))
 		return false; /* nothing to wait for: forward as is */
-	if (!bson_iter_init_find(&it, body, "$db"))
+	/* classify checked: the first key is find with a plain name, $db is a
+	 * plain name when present, no key appears twice. */
+	bsonval_it_init(&it, bson_get_data(body));
+	while (db == NULL && bsonval_it_next(&it))
+		if (coll == NULL)
+			coll = (const char *)it.value + 4;
+		else if (it.type == BSON_TYPE_UTF8 && strcmp(it.key, "$db") == 0)
+			db = (const char *)it.value + 4;
+	if (db == NULL)
 		return false;
-	snprintf(probe.db, sizeof(probe.db), "%s", bson_iter_utf8(&it, NULL));
-	bson_iter_init(&it, body);
-	bson_iter_next(&it);
-	snprintf(probe.coll, sizeof(probe.coll), "%s", bson_iter_utf8(&it, NULL));
-	if (too_big_to_merge(body, probe.db, probe.coll))
-		return false; /* its own documents would not fit one reply: forward */
+	bson_strncpy(probe.db, db, sizeof(probe.db));
+	bson_strncpy(probe.coll, coll, sizeof(probe.coll));
 	req->lookup = lookup_new(body);
+	if (too_big_to_merge(req->lookup, probe.db, probe.coll)) {
+		batch_lookup_free(req->lookup); /* its own documents would not fit one reply */
+		req->lookup = NULL;
+		return false; /* forward */
+	}
 	build_key(body, &probe);
 	b = find_open(probe.key, probe.keylen, req->lookup);
 	bson_destroy(&probe.extra);
@@ -528,14 +548,25 @@ static bool answer_member(struct batch *b, struct request *m, int *idx)
 {
 	int n = batch_ids_docs_for(b->found, b->nfound, &m->lookup->ids, idx);
 	bson_t reply, cursor, arr, doc;
-	char key[16], ns[400];
+	char key[16], ns[DB_NAME_MAX + COLL_NAME_MAX];
 	const char *k;
-	size_t bytes = 0;
+	size_t bytes = 0, dl = strlen(b->db), cl = strlen(b->coll);
 
 	for (int i = 0; i < n; i++)
 		bytes += b->found[idx[i]].len;
 	if (bytes > REPLY_DOCS_MAX)
 		return false;
+	if (!b->have_ct && !b->have_ot) { /* the usual reply: encoded directly */
+		uint32_t len;
+		uint8_t *data = batch_ids_reply(b->found, idx, n, b->db, b->coll, &len);
+
+		if (bson_init_static(&reply, data, len))
+			request_reply_doc(m, &reply);
+		else
+			request_fail(m, 1, "InternalError", "mongoplex: bad batch reply", NULL);
+		free(data);
+		return true;
+	}
 	bson_init(&reply);
 	BSON_APPEND_DOCUMENT_BEGIN(&reply, "cursor", &cursor);
 	BSON_APPEND_ARRAY_BEGIN(&cursor, "firstBatch", &arr);
@@ -548,8 +579,10 @@ static bool answer_member(struct batch *b, struct request *m, int *idx)
 	}
 	bson_append_array_end(&cursor, &arr);
 	BSON_APPEND_INT64(&cursor, "id", 0);
-	snprintf(ns, sizeof(ns), "%s.%s", b->db, b->coll);
-	BSON_APPEND_UTF8(&cursor, "ns", ns);
+	memcpy(ns, b->db, dl); /* "db.coll": both NUL-terminated within their arrays */
+	ns[dl] = '.';
+	memcpy(ns + dl + 1, b->coll, cl);
+	bson_append_utf8(&cursor, "ns", 2, ns, (int)(dl + 1 + cl));
 	bson_append_document_end(&reply, &cursor);
 	BSON_APPEND_DOUBLE(&reply, "ok", 1.0);
 	if (b->have_ct)

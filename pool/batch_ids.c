@@ -339,34 +339,75 @@ static bool plain_name(const bson_iter_t *it, size_t room)
 	return str != NULL && len > 0 && len < room && strlen(str) == len;
 }
 
-/* Type checks for the keys mongod would reject: forward those, don't answer. */
-static const char *classify_types(const char *k, const bson_iter_t *it)
-{
-	if ((strcmp(k, "batchSize") == 0 || strcmp(k, "maxTimeMS") == 0) &&
-	    (!BSON_ITER_HOLDS_NUMBER(it) || bson_iter_as_int64(it) < 0))
-		return "batchSize/maxTimeMS is not a non-negative number";
-	if ((strcmp(k, "lsid") == 0 || strcmp(k, "$readPreference") == 0) &&
-	    !BSON_ITER_HOLDS_DOCUMENT(it))
-		return "lsid/$readPreference is not a document";
-	if (strcmp(k, "$db") == 0 && !(BSON_ITER_HOLDS_UTF8(it) && plain_name(it, DB_NAME_MAX)))
-		return "$db is not a plain name";
-	if (strcmp(k, "singleBatch") == 0 && !BSON_ITER_HOLDS_BOOL(it))
-		return "singleBatch is not a bool";
-	return NULL;
-}
+/* Keys a batchable find may carry; everything else disqualifies it. The
+ * enum names allowed_keys' indices, so that a key is compared as a string
+ * once (allowed) and dispatched on its index after that. */
+enum find_key {
+	K_FIND,
+	K_FILTER,
+	K_PROJECTION,
+	K_LIMIT,
+	K_SINGLE_BATCH,
+	K_BATCH_SIZE,
+	K_DB,
+	K_LSID,
+	K_CLUSTER_TIME,
+	K_READ_PREFERENCE,
+	K_READ_CONCERN,
+	K_MAX_TIME_MS,
+	K_COUNT
+};
 
-/* Keys a batchable find may carry; everything else disqualifies it. */
-static const char *const allowed_keys[] = {
-    "find", "filter",	    "projection",      "limit",	      "singleBatch", "batchSize", "$db",
-    "lsid", "$clusterTime", "$readPreference", "readConcern", "maxTimeMS",   NULL};
+#define KEY(s)                                                                                     \
+	{                                                                                          \
+		s, sizeof(s) - 1                                                                   \
+	}
+static const struct {
+	const char *name;
+	size_t len;
+} allowed_keys[K_COUNT] = {
+    KEY("find"),	 KEY("filter"),		 KEY("projection"),  KEY("limit"),
+    KEY("singleBatch"),	 KEY("batchSize"),	 KEY("$db"),	     KEY("lsid"),
+    KEY("$clusterTime"), KEY("$readPreference"), KEY("readConcern"), KEY("maxTimeMS")};
+#undef KEY
 
-/* Index of k in allowed_keys, -1 if absent. */
+/* Index of k in allowed_keys, -1 if absent (lengths first: one memcmp at most). */
 static int allowed(const char *k)
 {
-	for (int i = 0; allowed_keys[i]; i++)
-		if (strcmp(allowed_keys[i], k) == 0)
+	size_t len = strlen(k);
+
+	for (int i = 0; i < K_COUNT; i++)
+		if (allowed_keys[i].len == len && memcmp(allowed_keys[i].name, k, len) == 0)
 			return i;
 	return -1;
+}
+
+/* Type checks for the keys mongod would reject: forward those, don't answer. */
+static const char *classify_types(int idx, const bson_iter_t *it)
+{
+	switch (idx) {
+	case K_BATCH_SIZE:
+	case K_MAX_TIME_MS:
+		if (!BSON_ITER_HOLDS_NUMBER(it) || bson_iter_as_int64(it) < 0)
+			return "batchSize/maxTimeMS is not a non-negative number";
+		break;
+	case K_LSID:
+	case K_READ_PREFERENCE:
+		if (!BSON_ITER_HOLDS_DOCUMENT(it))
+			return "lsid/$readPreference is not a document";
+		break;
+	case K_DB:
+		if (!(BSON_ITER_HOLDS_UTF8(it) && plain_name(it, DB_NAME_MAX)))
+			return "$db is not a plain name";
+		break;
+	case K_SINGLE_BATCH:
+		if (!BSON_ITER_HOLDS_BOOL(it))
+			return "singleBatch is not a bool";
+		break;
+	default:
+		break;
+	}
+	return NULL;
 }
 
 const char *batch_ids_classify(const bson_t *cmd)
@@ -389,22 +430,22 @@ const char *batch_ids_classify(const bson_t *cmd)
 		if (seen & (1u << idx))
 			return "a key appears twice"; /* mongod refuses such commands */
 		seen |= 1u << idx;
-		if ((why = classify_types(k, &it)))
+		if ((why = classify_types(idx, &it)))
 			return why;
-		if (strcmp(k, "filter") == 0) {
+		if (idx == K_FILTER) {
 			filter = it;
 			have_filter = true;
-		} else if (strcmp(k, "limit") == 0) {
+		} else if (idx == K_LIMIT) {
 			limit = it;
 			have_limit = true;
-		} else if (strcmp(k, "projection") == 0 && (why = classify_projection(&it))) {
+		} else if (idx == K_PROJECTION && (why = classify_projection(&it))) {
 			return why;
-		} else if (strcmp(k, "readConcern") == 0 && (why = classify_read_concern(&it))) {
+		} else if (idx == K_READ_CONCERN && (why = classify_read_concern(&it))) {
 			return why;
-		} else if (strcmp(k, "batchSize") == 0) {
+		} else if (idx == K_BATCH_SIZE) {
 			batch_size = it;
 			have_batch_size = true;
-		} else if (strcmp(k, "singleBatch") == 0) {
+		} else if (idx == K_SINGLE_BATCH) {
 			single = bson_iter_bool(&it);
 		}
 	}
@@ -469,8 +510,17 @@ static int cmp_u32(uint32_t a, uint32_t b)
 
 int batch_ids_compare(const bson_value_t *a, const bson_value_t *b)
 {
-	int ra = type_rank(a->value_type), rb = type_rank(b->value_type);
+	int ra, rb;
 
+	/* Fast paths for the usual ids: two integers of the same width. */
+	if (a->value_type == b->value_type && a->value_type == BSON_TYPE_INT32)
+		return a->value.v_int32 < b->value.v_int32 ? -1
+							   : a->value.v_int32 > b->value.v_int32;
+	if (a->value_type == b->value_type && a->value_type == BSON_TYPE_INT64)
+		return a->value.v_int64 < b->value.v_int64 ? -1
+							   : a->value.v_int64 > b->value.v_int64;
+	ra = type_rank(a->value_type);
+	rb = type_rank(b->value_type);
 	if (ra != rb)
 		return ra < rb ? -1 : 1;
 	switch (a->value_type) {
@@ -640,6 +690,15 @@ static bool ids_comparable(const struct batch_ids_doc *docs, int ndocs)
 	return true;
 }
 
+/* Strictly ascending _id: no sort needed, no two equal. */
+static bool docs_ascending(const struct batch_ids_doc *docs, int ndocs)
+{
+	for (int j = 1; j < ndocs; j++)
+		if (batch_ids_compare(&docs[j - 1].id, &docs[j].id) >= 0)
+			return false;
+	return true;
+}
+
 bool batch_ids_split_ok(struct batch_ids_doc *docs, int ndocs,
 			const struct batch_id_list *const *lists, int nlists)
 {
@@ -647,11 +706,12 @@ bool batch_ids_split_ok(struct batch_ids_doc *docs, int ndocs,
 
 	if (!ids_comparable(docs, ndocs))
 		return false;
-	if (ndocs > 1)
+	if (!docs_ascending(docs, ndocs)) { /* backends usually answer in _id order */
 		qsort(docs, (size_t)ndocs, sizeof(*docs), cmp_docs_qsort);
-	for (int j = 1; j < ndocs; j++)
-		if (batch_ids_compare(&docs[j - 1].id, &docs[j].id) == 0)
-			return false; /* the backend's equality is not ours */
+		for (int j = 1; j < ndocs; j++)
+			if (batch_ids_compare(&docs[j - 1].id, &docs[j].id) == 0)
+				return false; /* the backend's equality is not ours */
+	}
 	claimed = xcalloc((size_t)ndocs + 1, sizeof(bool));
 	for (int k = 0; k < nlists; k++)
 		for (int i = 0; i < lists[k]->n; i++) {
@@ -679,4 +739,76 @@ int batch_ids_docs_for(const struct batch_ids_doc *docs, int ndocs, const struct
 			out[n++] = j;
 	}
 	return n;
+}
+
+/* ---- a member's reply ------------------------------------------------- */
+
+/* Appends an element's type byte and key (with its NUL) at p. */
+static uint8_t *put_key(uint8_t *p, uint8_t type, const char *key, size_t klen)
+{
+	*p++ = type;
+	memcpy(p, key, klen + 1);
+	return p + klen + 1;
+}
+
+static uint8_t *put_i32(uint8_t *p, int32_t v)
+{
+	uint32_t le = BSON_UINT32_TO_LE((uint32_t)v);
+
+	memcpy(p, &le, 4);
+	return p + 4;
+}
+
+/* Element sizes: type byte, key and NUL, value. */
+#define ELEM(klen, vlen) (1 + (size_t)(klen) + 1 + (size_t)(vlen))
+
+uint8_t *batch_ids_reply(const struct batch_ids_doc *docs, const int *idx, int n, const char *db,
+			 const char *coll, uint32_t *len)
+{
+	size_t dl = strlen(db), cl = strlen(coll), arr = 4 + 1, cur, total;
+	uint64_t zero = 0, one_le;
+	double one = 1.0;
+	char key[16];
+	const char *k;
+	uint8_t *out, *p;
+
+	for (int i = 0; i < n; i++) {
+		bson_uint32_to_string((uint32_t)i, &k, key, sizeof(key));
+		arr += ELEM(strlen(k), docs[idx[i]].len);
+	}
+	cur = 4 + ELEM(10, arr) + ELEM(2, 8) + ELEM(2, 4 + dl + 1 + cl + 1) + 1;
+	total = 4 + ELEM(6, cur) + ELEM(2, 8) + 1;
+	out = xmalloc(total);
+	p = put_i32(out, (int32_t)total);
+	p = put_key(p, BSON_TYPE_DOCUMENT, "cursor", 6);
+	p = put_i32(p, (int32_t)cur);
+	p = put_key(p, BSON_TYPE_ARRAY, "firstBatch", 10);
+	p = put_i32(p, (int32_t)arr);
+	for (int i = 0; i < n; i++) {
+		const struct batch_ids_doc *f = &docs[idx[i]];
+
+		bson_uint32_to_string((uint32_t)i, &k, key, sizeof(key));
+		p = put_key(p, BSON_TYPE_DOCUMENT, k, strlen(k));
+		memcpy(p, f->data, f->len);
+		p += f->len;
+	}
+	*p++ = 0; /* end of firstBatch */
+	p = put_key(p, BSON_TYPE_INT64, "id", 2);
+	memcpy(p, &zero, 8);
+	p += 8;
+	p = put_key(p, BSON_TYPE_UTF8, "ns", 2);
+	p = put_i32(p, (int32_t)(dl + 1 + cl + 1));
+	memcpy(p, db, dl);
+	p[dl] = '.';
+	memcpy(p + dl + 1, coll, cl + 1);
+	p += dl + 1 + cl + 1;
+	*p++ = 0; /* end of cursor */
+	p = put_key(p, BSON_TYPE_DOUBLE, "ok", 2);
+	memcpy(&one_le, &one, 8);
+	one_le = BSON_UINT64_TO_LE(one_le);
+	memcpy(p, &one_le, 8);
+	p += 8;
+	*p++ = 0;
+	*len = (uint32_t)(p - out);
+	return out;
 }

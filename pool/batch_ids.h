@@ -70,3 +70,10 @@ bool batch_ids_split_ok(struct batch_ids_doc *docs, int ndocs,
  * that go to `l`, at most l->n of them, into `out`; returns the count. */
 int batch_ids_docs_for(const struct batch_ids_doc *docs, int ndocs, const struct batch_id_list *l,
 		       int *out);
+
+/* The reply {cursor: {firstBatch: [docs[idx[0]], ...], id: 0L, ns: "db.coll"},
+ * ok: 1.0} for `n` documents, encoded directly (the bytes libbson builds for
+ * the same appends, without its per-append cost). Returns a malloc'd BSON
+ * document and its length in *len. */
+uint8_t *batch_ids_reply(const struct batch_ids_doc *docs, const int *idx, int n, const char *db,
+			 const char *coll, uint32_t *len);

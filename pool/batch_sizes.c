@@ -4,6 +4,7 @@
  */
 #include "pool/batch_sizes.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,21 +24,28 @@ struct ns_size {
 static struct ns_size table[TABLE_SIZE];
 static uint64_t use_clock;
 
+/* Whether an entry's "db.coll" is db and coll (compared in place: this runs
+ * several times per lookup, so no formatting). */
+static bool ns_is(const char *ns, const char *db, size_t dl, const char *coll)
+{
+	return ns[0] != '\0' && memcmp(ns, db, dl) == 0 && ns[dl] == '.' &&
+	       strcmp(ns + dl + 1, coll) == 0;
+}
+
 static struct ns_size *lookup(const char *db, const char *coll, int create)
 {
-	char ns[NS_MAX];
 	struct ns_size *victim = &table[0];
+	size_t dl = strlen(db);
 
-	snprintf(ns, sizeof(ns), "%s.%s", db, coll);
 	for (int i = 0; i < TABLE_SIZE; i++) {
-		if (table[i].ns[0] != '\0' && strcmp(table[i].ns, ns) == 0)
+		if (ns_is(table[i].ns, db, dl, coll))
 			return &table[i];
 		if (table[i].last_use < victim->last_use)
 			victim = &table[i];
 	}
 	if (!create)
 		return NULL;
-	memcpy(victim->ns, ns, sizeof(ns));
+	snprintf(victim->ns, sizeof(victim->ns), "%s.%s", db, coll);
 	victim->max_doc = 0;
 	return victim;
 }

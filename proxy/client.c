@@ -472,7 +472,8 @@ static void handle_op_msg(struct client *c, struct evbuffer *buf, uint8_t *data,
 		request_fail(req, MP_ERR(LOCATION_40571), ri.refuse_msg, NULL);
 		return;
 	}
-	snprintf(req->cmd, sizeof(req->cmd), "%s", ri.cmd);
+	_Static_assert(sizeof(req->cmd) == sizeof(ri.cmd), "cmd buffers differ");
+	memcpy(req->cmd, ri.cmd, sizeof(req->cmd)); /* NUL-terminated by router_classify */
 	if (g.shutting_down && ri.route != ROUTE_HELLO) {
 		STAT_INC(refused_shutdown);
 		request_fail(req, MP_ERR(SHUTDOWN_IN_PROGRESS), "mongoplex is shutting down",

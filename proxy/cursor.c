@@ -96,13 +96,24 @@ bool cursor_reply_cursor(const bson_t *body, int64_t *id, const char **ns)
 static bool reply_ok(const bson_t *body, int32_t *code)
 {
 	bson_iter_t it;
-	bool ok = false;
+	bool ok = false, have_ok = false, have_code = false;
 
 	*code = 0;
-	if (bson_iter_init_find(&it, body, "ok"))
-		ok = bson_iter_as_bool(&it);
-	if (bson_iter_init_find(&it, body, "code") && BSON_ITER_HOLDS_INT32(&it))
-		*code = bson_iter_int32(&it);
+	if (!bson_iter_init(&it, body))
+		return false;
+	/* One pass (this runs on every reply); the first "ok" and "code" count. */
+	while ((!have_ok || !have_code) && bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+
+		if (!have_ok && strcmp(k, "ok") == 0) {
+			ok = bson_iter_as_bool(&it);
+			have_ok = true;
+		} else if (!have_code && strcmp(k, "code") == 0) {
+			if (BSON_ITER_HOLDS_INT32(&it))
+				*code = bson_iter_int32(&it);
+			have_code = true;
+		}
+	}
 	return ok;
 }
 

@@ -4,6 +4,8 @@
  */
 #include "proxy/router.h"
 
+#include "core/bsonval.h"
+
 #include <string.h>
 #include <strings.h>
 
@@ -24,6 +26,8 @@ static bool in_list(const char *const *list, const char *name)
 
 static enum route route_for(const char *cmd)
 {
+	if (strcmp(cmd, "find") == 0) /* the common case: none of the names below */
+		return ROUTE_FORWARD;
 	if (strcmp(cmd, "hello") == 0 || strcasecmp(cmd, "isMaster") == 0)
 		return ROUTE_HELLO;
 	if (strcmp(cmd, "ping") == 0)
@@ -39,34 +43,37 @@ static enum route route_for(const char *cmd)
 
 bool router_classify(const bson_t *body, struct route_info *ri)
 {
-	bson_iter_t it;
+	struct bsonval_it it; /* the body was validated (wire_parse_msg) */
 	bool has_txn = false, autocommit_false = false;
 
 	memset(ri, 0, sizeof(*ri));
-	if (!bson_iter_init(&it, body) || !bson_iter_next(&it)) {
+	bsonval_it_init(&it, bson_get_data(body));
+	if (!bsonval_it_next(&it)) {
 		ri->route = ROUTE_REFUSE;
 		ri->refuse_msg = "empty command document";
 		return false;
 	}
-	snprintf(ri->cmd, sizeof(ri->cmd), "%s", bson_iter_key(&it));
+	bson_strncpy(ri->cmd, it.key, sizeof(ri->cmd)); /* no printf per request */
 	do {
-		const char *k = bson_iter_key(&it);
+		const char *k = it.key;
 
-		if (strcmp(k, "$db") == 0 && BSON_ITER_HOLDS_UTF8(&it))
-			ri->db = bson_iter_utf8(&it, NULL);
+		if (k[0] != '$' && k[0] != 't' && k[0] != 'a')
+			continue; /* none of the keys below: no string compares */
+		if (strcmp(k, "$db") == 0 && it.type == BSON_TYPE_UTF8)
+			ri->db = (const char *)it.value + 4;
 		else if (strcmp(k, "txnNumber") == 0)
 			has_txn = true;
-		else if (strcmp(k, "autocommit") == 0 && BSON_ITER_HOLDS_BOOL(&it))
-			autocommit_false = !bson_iter_bool(&it);
-	} while (bson_iter_next(&it));
+		else if (strcmp(k, "autocommit") == 0 && it.type == BSON_TYPE_BOOL)
+			autocommit_false = it.value[0] == 0;
+	} while (bsonval_it_next(&it));
 
 	ri->route = route_for(ri->cmd);
 	/* Any case: some servers (mongo-java-server) match command names so. */
-	ri->cursor_op =
-	    strcasecmp(ri->cmd, "getMore") == 0 || strcasecmp(ri->cmd, "killCursors") == 0;
+	ri->is_find = strcmp(ri->cmd, "find") == 0;
+	ri->cursor_op = !ri->is_find && (strcasecmp(ri->cmd, "getMore") == 0 ||
+					 strcasecmp(ri->cmd, "killCursors") == 0);
 	ri->in_txn = has_txn && autocommit_false;
 	ri->retryable_write = has_txn && !autocommit_false;
-	ri->is_find = strcmp(ri->cmd, "find") == 0;
 	if (ri->route == ROUTE_REFUSE)
 		ri->refuse_msg = "command not supported through mongoplex";
 	if (ri->db == NULL) {

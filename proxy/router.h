@@ -27,5 +27,7 @@ struct route_info {
 	const char *refuse_msg;
 };
 
-/* Returns false (with ri->refuse_msg set) when the body lacks $db. */
+/* Returns false (with ri->refuse_msg set) when the body lacks $db. The body
+ * must be valid BSON (wire_parse_msg checked it, or libbson built it): its
+ * top level is walked without libbson's per-element checks. */
 bool router_classify(const bson_t *body, struct route_info *ri) __attribute__((warn_unused_result));

@@ -13,6 +13,8 @@
  * array, code-with-scope), builds that chain as an OP_MSG body, optionally
  * corrupts one byte, and checks that the depth limit is applied exactly
  * (200 for requests, 220 for replies, code 15) without recursion.
+ * Every accepted body is also walked with bsonval_it (the router's and the
+ * batcher's cheap top-level walk), which must agree with bson_iter.
  * Build and run: scripts/fuzz.sh (see README.md beside this file).
  *
  * FUZZ_SOURCES: core/wire.c core/crc32c.c core/bsonval.c core/errors.c
@@ -23,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bsonval.h"
 #include "core/wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -41,6 +44,26 @@ static bool count_docs(const char *ident, const uint8_t *docs, size_t len, void 
 	}
 	(*(size_t *)arg) += strlen(ident);
 	return true;
+}
+
+/* bsonval_it over a validated body visits what bson_iter visits. */
+static void check_walk(const bson_t *body)
+{
+	const uint8_t *d = bson_get_data(body);
+	struct bsonval_it it;
+	bson_iter_t ref;
+
+	bsonval_it_init(&it, d);
+	if (!bson_iter_init(&ref, body))
+		abort();
+	while (bson_iter_next(&ref)) {
+		if (!bsonval_it_next(&it) || strcmp(it.key, bson_iter_key(&ref)) != 0 ||
+		    it.type != (uint8_t)bson_iter_type(&ref) ||
+		    it.value != d + bson_iter_offset(&ref) + 2 + strlen(it.key))
+			abort();
+	}
+	if (bsonval_it_next(&it))
+		abort();
 }
 
 static void one_message(const uint8_t *msg, size_t len)
@@ -70,9 +93,11 @@ static void one_message(const uint8_t *msg, size_t len)
 		struct wire_msg m;
 
 		/* As a backend's reply (larger documents, 20 more levels). */
-		if (wire_parse_reply(copy, len, &m, &err) &&
-		    !bson_validate(&m.body, BSON_VALIDATE_NONE, NULL))
-			abort();
+		if (wire_parse_reply(copy, len, &m, &err)) {
+			if (!bson_validate(&m.body, BSON_VALIDATE_NONE, NULL))
+				abort();
+			check_walk(&m.body);
+		}
 		memset(&err, 0, sizeof(err));
 		if (wire_parse_msg(copy, len, &m, &err)) {
 			size_t n = 0, newlen;
@@ -80,6 +105,7 @@ static void one_message(const uint8_t *msg, size_t len)
 
 			if (!bson_validate(&m.body, BSON_VALIDATE_NONE, NULL))
 				abort();
+			check_walk(&m.body);
 			wire_msg_each_sequence(copy, len, &m, count_docs, &n);
 			/* What the proxy forwards must still be a valid message. */
 			newlen = wire_msg_prepare_forward(copy, len);

@@ -1,0 +1,89 @@
+/*
+ * test_bsonval_it.c — bsonval_it (core/bsonval.c), the cheap top-level walk
+ * over validated documents that the router and the batcher use instead of
+ * bson_iter: for a document holding every BSON type it must visit the same
+ * keys, types and value bytes as libbson's iterator, and stop at the end.
+ */
+#include <bson/bson.h>
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "core/bsonval.h"
+
+static void build_all_types(bson_t *d)
+{
+	bson_t sub;
+	bson_oid_t oid;
+	bson_decimal128_t dec;
+	const uint8_t bin[3] = {1, 2, 3};
+
+	bson_init(d);
+	BSON_APPEND_UTF8(d, "find", "docs");
+	BSON_APPEND_DOUBLE(d, "dbl", 1.5);
+	BSON_APPEND_DOCUMENT_BEGIN(d, "filter", &sub);
+	BSON_APPEND_INT32(&sub, "_id", 7);
+	bson_append_document_end(d, &sub);
+	BSON_APPEND_ARRAY_BEGIN(d, "arr", &sub);
+	BSON_APPEND_INT64(&sub, "0", 1);
+	bson_append_array_end(d, &sub);
+	BSON_APPEND_BINARY(d, "bin", BSON_SUBTYPE_BINARY, bin, sizeof(bin));
+	BSON_APPEND_UNDEFINED(d, "undef");
+	bson_oid_init_from_string(&oid, "0123456789abcdef01234567");
+	BSON_APPEND_OID(d, "oid", &oid);
+	BSON_APPEND_BOOL(d, "autocommit", false);
+	BSON_APPEND_DATE_TIME(d, "date", 12345);
+	BSON_APPEND_NULL(d, "null");
+	BSON_APPEND_REGEX(d, "re", "^a.*", "i");
+	BSON_APPEND_DBPOINTER(d, "dbp", "db.coll", &oid);
+	BSON_APPEND_CODE(d, "code", "function(){}");
+	BSON_APPEND_SYMBOL(d, "sym", "s");
+	bson_init(&sub);
+	BSON_APPEND_INT32(&sub, "x", 1);
+	BSON_APPEND_CODE_WITH_SCOPE(d, "cws", "x", &sub);
+	bson_destroy(&sub);
+	BSON_APPEND_INT32(d, "i32", -1);
+	BSON_APPEND_TIMESTAMP(d, "ts", 1, 2);
+	BSON_APPEND_INT64(d, "txnNumber", 9);
+	cr_assert(bson_decimal128_from_string("1.25", &dec));
+	BSON_APPEND_DECIMAL128(d, "dec", &dec);
+	BSON_APPEND_MINKEY(d, "min");
+	BSON_APPEND_MAXKEY(d, "max");
+	BSON_APPEND_UTF8(d, "$db", "bench");
+}
+
+Test(bsonval_it, same_walk_as_bson_iter)
+{
+	bson_t d;
+	bson_iter_t ref;
+	struct bsonval_it it;
+	int n = 0;
+	size_t err;
+
+	build_all_types(&d);
+	cr_assert_eq(bsonval_check(bson_get_data(&d), d.len, 100, &err), BSONVAL_OK);
+	cr_assert(bson_iter_init(&ref, &d));
+	bsonval_it_init(&it, bson_get_data(&d));
+	while (bson_iter_next(&ref)) {
+		const uint8_t *raw = bson_get_data(&d) + bson_iter_offset(&ref);
+		size_t klen = strlen(bson_iter_key(&ref));
+
+		cr_assert(bsonval_it_next(&it), "stopped before %s", bson_iter_key(&ref));
+		cr_assert_str_eq(it.key, bson_iter_key(&ref));
+		cr_assert_eq(it.type, (uint8_t)bson_iter_type(&ref), "%s", it.key);
+		cr_assert_eq((const void *)it.value, (const void *)(raw + 1 + klen + 1), "%s",
+			     it.key);
+		n++;
+	}
+	cr_assert_not(bsonval_it_next(&it), "walked past the end");
+	cr_assert_eq(n, 22); /* every element of build_all_types */
+	bson_destroy(&d);
+}
+
+Test(bsonval_it, empty_document)
+{
+	bson_t d = BSON_INITIALIZER;
+	struct bsonval_it it;
+
+	bsonval_it_init(&it, bson_get_data(&d));
+	cr_assert_not(bsonval_it_next(&it));
+}
