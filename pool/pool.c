@@ -17,6 +17,7 @@
 #include <mongoc/mongoc.h>
 
 #include "pool/auth.h"
+#include "pool/backend_compress.h"
 #include "pool/batch.h"
 #include "pool/sticky.h"
 #include "proxy/client.h"
@@ -113,6 +114,7 @@ bool pool_init_all(const char *uri_str, char *err, size_t errlen)
 	}
 	if (!check_uri_support(uri, err, errlen) || !auth_start(uri_str, err, errlen))
 		goto out;
+	bcomp_init(uri);
 	for (h = mongoc_uri_get_hosts(uri); h != NULL; h = h->next)
 		n++;
 	pools = calloc((size_t)n, sizeof(*pools));
