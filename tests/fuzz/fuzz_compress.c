@@ -14,6 +14,7 @@
  *
  * FUZZ_SOURCES: core/compress.c core/wire.c core/crc32c.c core/bsonval.c
  * FUZZ_PKGS: libbson-1.0 libevent zlib libzstd snappy
+ * FUZZ_SEEDS: tests/fuzz/seeds_compress.py
  * FUZZ_ARGS: -max_len=70000
  */
 #include <stdarg.h>
