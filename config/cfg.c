@@ -14,6 +14,7 @@
 
 #include "config/secret.h"
 #include "core/xalloc.h"
+#include "core/compress.h"
 
 #define OFF(field) offsetof(struct cfg, field)
 #define MB	   (1024LL * 1024LL)
@@ -80,6 +81,17 @@ static const struct cfg_key keys[] = {
     {"batch_max_wait_us", CFG_INT, OFF(batch_max_wait_us), "0", 0, 1000000, true, "batching",
      "If set, a lookup waits at most this long for others to join its batch even when a "
      "backend connection is free. 0: never wait (batches form only under load)."},
+
+    {"compressors", CFG_STRING, OFF(compressors), "snappy,zstd,zlib", 0, 0, true, "compression",
+     "Wire compressors (OP_COMPRESSED) the proxy accepts from clients: a client's hello "
+     "`compression` list is answered with the ones of its list found here (in the client's "
+     "order), and replies are compressed with the first of them. Any of snappy, zlib, zstd; "
+     "empty: no compression with clients (compressed messages are then refused). The backend "
+     "side follows backend_uri's compressors= option instead. Reload: new hellos."},
+    {"compression_min_bytes", CFG_INT, OFF(compression_min_bytes), "512", 0, WIRE_MAX_MESSAGE, true,
+     "compression",
+     "Replies (and requests to a backend) shorter than this are sent uncompressed, as are "
+     "those compression would not make smaller."},
 
     {"max_client_conn", CFG_INT, OFF(max_client_conn), "10000", 1, 1000000, true, "admission",
      "Client connections beyond this are answered with an error on their first request "
@@ -394,6 +406,8 @@ static bool validate(const struct cfg *c, const char *blame[2], char *err, size_
 {
 	bson_error_t berr;
 	mongoc_uri_t *uri;
+	struct compress_list cl;
+	char cerr[128];
 
 	if (c->min_pool_size > c->pool_size) {
 		snprintf(err, errlen, "min_pool_size (%" PRId64 ") exceeds pool_size (%" PRId64 ")",
@@ -412,6 +426,11 @@ static bool validate(const struct cfg *c, const char *blame[2], char *err, size_
 	blame[0] = "metrics_listen";
 	if (!validate_hostport("metrics_listen", c->metrics_listen, err, errlen))
 		return false;
+	blame[0] = "compressors";
+	if (!compress_list_parse(c->compressors, &cl, cerr, sizeof(cerr))) {
+		snprintf(err, errlen, "compressors: %s", cerr);
+		return false;
+	}
 	blame[0] = "backend_uri";
 	uri = mongoc_uri_new_with_error(c->backend_uri, &berr);
 	if (uri == NULL) {

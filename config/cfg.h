@@ -40,6 +40,9 @@ struct cfg {
 	bool batching;
 	int64_t batch_max_ids;
 	int64_t batch_max_wait_us;
+	/* compression */
+	char *compressors; /* client side (core/compress.h list syntax) */
+	int64_t compression_min_bytes;
 	/* admission control */
 	int64_t max_client_conn;
 	int64_t max_inflight_per_client;

@@ -58,7 +58,24 @@
 	X(hello_stream_replies, "Replies to held or exhaust-streamed hellos")                      \
 	X(topology_changes, "topologyVersion counter bumps (drain, primary, advertised limits)")   \
 	X(reloads, "Successful configuration reloads")                                             \
-	X(reload_failures, "Rejected configuration reloads")
+	X(reload_failures, "Rejected configuration reloads")                                       \
+	X(compress_refused, "OP_COMPRESSED messages refused (corrupt, oversized, not enabled)")    \
+	X(backend_compressed_requests, "Requests compressed by the proxy towards a backend")       \
+	X(backend_compressed_replies, "OP_COMPRESSED replies received from a backend")             \
+	MP_COMPRESS_COUNTERS(X, snappy)                                                            \
+	MP_COMPRESS_COUNTERS(X, zlib)                                                              \
+	MP_COMPRESS_COUNTERS(X, zstd)
+
+/* Per compressor (core/compress.c), both directions and both sides: messages
+ * the proxy compressed (raw = before, wire = OP_COMPRESSED size) and
+ * OP_COMPRESSED messages it received (wire = as received, raw = unwrapped). */
+#define MP_COMPRESS_COUNTERS(X, a)                                                                 \
+	X(a##_compressed_msgs, "Messages the proxy compressed with " #a)                           \
+	X(a##_compressed_bytes_raw, "Bytes of those messages before " #a " compression")           \
+	X(a##_compressed_bytes_wire, "Bytes of those messages as sent (OP_COMPRESSED, " #a ")")    \
+	X(a##_decompressed_msgs, "OP_COMPRESSED messages received and decompressed with " #a)      \
+	X(a##_decompressed_bytes_wire, "Bytes of those messages as received (" #a ")")             \
+	X(a##_decompressed_bytes_raw, "Bytes of those messages after " #a " decompression")
 
 struct mp_counters {
 #define X(name, help) uint64_t name;

@@ -19,6 +19,7 @@
 #include "core/errors.h"
 #include "core/xalloc.h"
 #include "pool/auth.h"
+#include "pool/backend_compress.h"
 #include "pool/batch.h"
 #include "pool/select.h"
 #include "pool/sticky.h"
@@ -134,6 +135,7 @@ bool pool_init_all(const char *uri_str, char *err, size_t errlen)
 	}
 	if (!check_uri_support(uri, err, errlen) || !auth_start(uri_str, err, errlen))
 		goto out;
+	bcomp_init(uri);
 	for (h = mongoc_uri_get_hosts(uri); h != NULL; h = h->next)
 		n++;
 	pool_cap = topology_wanted(uri_str) ? n + TOPO_MAX_MEMBERS : n;

@@ -22,6 +22,7 @@
 #include "core/errors.h"
 #include "core/xalloc.h"
 #include "pool/auth.h"
+#include "pool/backend_compress.h"
 #include "pool/batch.h"
 #include "proxy/janitor.h"
 #include "pool/pool.h"
@@ -94,6 +95,7 @@ bool server_connect(struct pool *p)
 	s->pool = p;
 	s->state = SV_CONNECTING;
 	s->created_usec = g.now_usec;
+	s->compressor = -1;
 	TAILQ_INIT(&s->sticky_waiting);
 	TAILQ_INSERT_TAIL(&p->connecting, s, link);
 	p->n_connecting++;
@@ -112,6 +114,7 @@ static void send_hello(struct server *s)
 	struct evbuffer *out = xevbuffer_new();
 
 	handshake_backend_hello(&cmd);
+	bcomp_extend_hello(&cmd);
 	auth_extend_hello(s, &cmd);
 	s->expect_response_to = wire_next_request_id();
 	wire_append_msg(out, s->expect_response_to, 0, 0, &cmd);
@@ -136,6 +139,7 @@ void server_start(struct server *s, struct request *req)
 	wire_write_i32(h + 8, 0);
 	s->expect_response_to = req->more_to_come ? 0 : id;
 	s->flush_then_release = req->more_to_come;
+	bcomp_wrap_request(s, req);
 	sbuf_write(&s->sb, req->msg);
 	if (req->more_to_come)
 		sbuf_notify_drained(&s->sb, 0); /* released once on the wire */
@@ -207,6 +211,7 @@ static void handle_hello_reply(struct server *s, const struct wire_msg *m)
 	struct backend_info bi;
 	char err[600];
 
+	bcomp_on_hello_reply(s, &m->body);
 	switch (auth_on_reply(s, &m->body, &bi, err, sizeof(err))) {
 	case AUTH_MORE:
 		return;
@@ -256,6 +261,22 @@ static void deliver(struct server *s, struct evbuffer *buf, uint8_t *data, size_
 	server_release(s);
 }
 
+static void handle_reply(struct server *s, struct evbuffer *buf, size_t len);
+
+/* OP_COMPRESSED (pool/backend_compress.c): handled as the OP_MSG it holds. */
+static void handle_compressed_reply(struct server *s, const uint8_t *data, size_t len)
+{
+	struct evbuffer *plain = evbuffer_new();
+	struct wire_error err;
+
+	if (bcomp_unwrap_reply(data, len, plain, &err))
+		handle_reply(s, plain, evbuffer_get_length(plain));
+	else
+		server_close(s, MP_ERR(HOST_UNREACHABLE), "backend sent a bad OP_COMPRESSED: %s",
+			     err.msg);
+	evbuffer_free(plain);
+}
+
 static void handle_reply(struct server *s, struct evbuffer *buf, size_t len)
 {
 	uint8_t *data = evbuffer_pullup(buf, (ssize_t)len);
@@ -264,6 +285,10 @@ static void handle_reply(struct server *s, struct evbuffer *buf, size_t len)
 	struct wire_error err;
 
 	wire_read_header(data, &h);
+	if (h.opcode == OP_COMPRESSED) {
+		handle_compressed_reply(s, data, len);
+		return;
+	}
 	if (h.opcode != OP_MSG) {
 		server_close(s, MP_ERR(HOST_UNREACHABLE),
 			     "backend sent %s (opcode %d), expected OP_MSG",

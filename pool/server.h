@@ -54,7 +54,8 @@ struct server {
 	struct client *sticky_client;
 	struct request_list sticky_waiting;
 	int n_sticky_waiting;
-	int32_t fence_id; /* requestID of the proxy's own {ping: 1} fence, 0: none */
+	int32_t fence_id;  /* requestID of the proxy's own {ping: 1} fence, 0: none */
+	int8_t compressor; /* pool/backend_compress.c: negotiated id, -1: none */
 };
 
 TAILQ_HEAD(server_list, server);

