@@ -13,6 +13,12 @@
 #            $MONGOPLEX_FERRETDB_USER (default mongoplex) with password
 #            $MONGOPLEX_FERRETDB_PASSWORD (default mongoplex-pw) in database admin;
 #            the printed URI carries the credentials
+# ferretdb-tls = ferretdb-auth that also listens with TLS on a second port:
+#            certificate $MONGOPLEX_TLS_CERT, key $MONGOPLEX_TLS_KEY, CA
+#            $MONGOPLEX_TLS_CA (tests/tls/mkcerts.sh makes them), client certificates
+#            required (FerretDB does with a CA file): $MONGOPLEX_TLS_CLIENT (cert+key);
+#            the printed URI is the TLS one (localhost:TLSPORT, tls=true, tlsCAFile,
+#            tlsCertificateKeyFile); DIR/plain_uri holds the plain one
 #
 # Artifacts live in ${MONGOPLEX_CACHE:-<repo>/.cache}. Extra JVM flags: MONGOPLEX_JAVA_OPTS.
 # Readiness is checked over the wire with pymongo's `ping` (Debian python3-pymongo);
@@ -221,6 +227,17 @@ launch() {
         --setup-username="$AUTH_USER" --setup-password="$AUTH_PASSWORD" \
         </dev/null >"$dir/log" 2>&1 &
       ;;
+    ferretdb-tls)
+      mkdir -p "$dir/data" "$dir/state"
+      "$FERRETDB" --listen-addr="127.0.0.1:$port" --handler=sqlite \
+        --listen-tls="127.0.0.1:$TLS_PORT" --listen-tls-cert-file="$MONGOPLEX_TLS_CERT" \
+        --listen-tls-key-file="$MONGOPLEX_TLS_KEY" --listen-tls-ca-file="$MONGOPLEX_TLS_CA" \
+        --sqlite-url="file:$dir/data/" --state-dir="$dir/state" \
+        --telemetry=disable --debug-addr=- --log-level="${MONGOPLEX_FERRETDB_LOG_LEVEL:-error}" \
+        --test-enable-new-auth --setup-database=admin \
+        --setup-username="$AUTH_USER" --setup-password="$AUTH_PASSWORD" \
+        </dev/null >"$dir/log" 2>&1 &
+      ;;
   esac
   PID=$!
   echo "$PID" > "$dir/pid"
@@ -231,14 +248,18 @@ cmd_start() {
   [[ -n "$kind" && -n "$dir" ]] || die "usage: start java|ferretdb|ferretdb-auth DIR"
   case "$kind" in
     java) locked build_java ;;
-    ferretdb|ferretdb-auth) locked build_ferretdb || die "FerretDB is not built and could not be built" ;;
-    *) die "start: unknown backend '$kind' (java|ferretdb|ferretdb-auth)" ;;
+    ferretdb|ferretdb-auth|ferretdb-tls) locked build_ferretdb || die "FerretDB is not built and could not be built" ;;
+    *) die "start: unknown backend '$kind' (java|ferretdb|ferretdb-auth|ferretdb-tls)" ;;
   esac
   # URI credentials part (user:password@), empty without auth.
   local cred=""
   AUTH_USER="${MONGOPLEX_FERRETDB_USER:-mongoplex}"
   AUTH_PASSWORD="${MONGOPLEX_FERRETDB_PASSWORD:-mongoplex-pw}"
-  [[ "$kind" != ferretdb-auth ]] || cred="$AUTH_USER:$AUTH_PASSWORD@"
+  [[ "$kind" == ferretdb ]] || [[ "$kind" == java ]] || cred="$AUTH_USER:$AUTH_PASSWORD@"
+  if [[ "$kind" == ferretdb-tls ]]; then
+    [[ -r "${MONGOPLEX_TLS_CERT:-}" && -r "${MONGOPLEX_TLS_KEY:-}" && -r "${MONGOPLEX_TLS_CA:-}" && -r "${MONGOPLEX_TLS_CLIENT:-}" ]] ||
+      die "ferretdb-tls needs readable MONGOPLEX_TLS_CERT, MONGOPLEX_TLS_KEY, MONGOPLEX_TLS_CA, MONGOPLEX_TLS_CLIENT"
+  fi
 
   mkdir -p "$dir"; dir="$(cd "$dir" && pwd)"
   if [[ -f "$dir/pid" ]] && alive "$(cat "$dir/pid")"; then
@@ -256,11 +277,18 @@ cmd_start() {
       port="$(wait_ready_line "$dir" "$PID" "$deadline")" || rc=$?
     else
       port="$(free_port)"
+      TLS_PORT="$(free_port)"
       launch "$kind" "$dir" "$port"
     fi
     [[ "$rc" != 0 ]] || wait_ping "mongodb://${cred}127.0.0.1:$port/" "$PID" "$deadline" || rc=$?
     case "$rc" in
-      0) echo "mongodb://${cred}127.0.0.1:$port/" > "$dir/uri"; cat "$dir/uri"; return 0 ;;
+      0) if [[ "$kind" == ferretdb-tls ]]; then
+           echo "mongodb://${cred}127.0.0.1:$port/" > "$dir/plain_uri"
+           echo "mongodb://${cred}localhost:$TLS_PORT/?tls=true&tlsCAFile=$MONGOPLEX_TLS_CA&tlsCertificateKeyFile=$MONGOPLEX_TLS_CLIENT" > "$dir/uri"
+         else
+           echo "mongodb://${cred}127.0.0.1:$port/" > "$dir/uri"
+         fi
+         cat "$dir/uri"; return 0 ;;
       2) log "$kind exited during startup (attempt $attempt); last log lines:"
          tail -n 20 "$dir/log" >&2; rm -f "$dir/pid"
          [[ "$kind" != java ]] && (( $(date +%s) < deadline )) || break ;;
