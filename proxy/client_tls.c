@@ -54,8 +54,8 @@ bool client_tls_start(char *err, size_t errlen)
 
 	if (strcmp(g.cfg.client_tls_mode, "disabled") == 0)
 		return true;
-	accept_mode = strcmp(g.cfg.client_tls_mode, "requireTLS") == 0 ? TLS_ACCEPT_TLS
-									: TLS_ACCEPT_SNIFF;
+	accept_mode =
+	    strcmp(g.cfg.client_tls_mode, "requireTLS") == 0 ? TLS_ACCEPT_TLS : TLS_ACCEPT_SNIFF;
 	ctx = build(&g.cfg, why, sizeof(why));
 	if (ctx == NULL) {
 		snprintf(err, errlen, "client TLS: %s", why);

@@ -322,16 +322,15 @@ Test(tls, parse_version)
 Test(tls, unsupported_auth_mechanisms_named)
 {
 	static const char *const mechs[][2] = {
-	    {"MONGODB-X509", "X.509"},	     {"PLAIN", "LDAP"},	    {"GSSAPI", "Kerberos"},
-	    {"MONGODB-AWS", "AWS"},	     {"MONGODB-OIDC", "OIDC"},
+	    {"MONGODB-X509", "X.509"}, {"PLAIN", "LDAP"},	 {"GSSAPI", "Kerberos"},
+	    {"MONGODB-AWS", "AWS"},    {"MONGODB-OIDC", "OIDC"},
 	};
 
 	for (size_t i = 0; i < sizeof(mechs) / sizeof(mechs[0]); i++) {
 		char uri[200], warn[256], err[512];
 		struct auth_cred c;
 
-		snprintf(uri, sizeof(uri), "mongodb://u@localhost/?authMechanism=%s",
-			 mechs[i][0]);
+		snprintf(uri, sizeof(uri), "mongodb://u@localhost/?authMechanism=%s", mechs[i][0]);
 		cr_assert(!auth_load(uri, NULL, &c, warn, sizeof(warn), err, sizeof(err)), "%s",
 			  mechs[i][0]);
 		cr_assert(strstr(err, mechs[i][0]) != NULL && strstr(err, mechs[i][1]) != NULL &&
