@@ -70,8 +70,9 @@ static void make_certs(void)
 	 * the backend URI carries two of them. */
 	snprintf(certs, sizeof(certs), "/tmp/mpt-XXXXXX");
 	cr_assert(mkdtemp(certs) != NULL);
-	snprintf(cmd, sizeof(cmd), "%s/tests/tls/mkcerts.sh %s && cp %s/client-combined.pem %s/cc.pem",
-		 MP_SOURCE_DIR, certs, certs, certs);
+	snprintf(cmd, sizeof(cmd),
+		 "%s/tests/tls/mkcerts.sh %s && cp %s/client-combined.pem %s/cc.pem", MP_SOURCE_DIR,
+		 certs, certs, certs);
 	shell(cmd, out, sizeof(out), &st);
 	cr_assert(st == 0, "mkcerts.sh failed: %s", out);
 }
@@ -104,11 +105,11 @@ static void fer_start(struct fer *fe, const char *cert, const char *key)
 		 "MONGOPLEX_TLS_CERT=%s MONGOPLEX_TLS_KEY=%s MONGOPLEX_TLS_CA=%s "
 		 "MONGOPLEX_TLS_CLIENT=%s %s/scripts/backend.sh start ferretdb-tls %s "
 		 "2>%s.err || { tail -c 700 %s.err; exit 1; }",
-		 cf(cert), cf(key), cf("ca.pem"), cf("cc.pem"), MP_SOURCE_DIR,
-		 fe->dir, fe->dir, fe->dir);
+		 cf(cert), cf(key), cf("ca.pem"), cf("cc.pem"), MP_SOURCE_DIR, fe->dir, fe->dir,
+		 fe->dir);
 	shell(cmd, out, sizeof(out), &st);
-	cr_assert(st == 0, "FerretDB with TLS did not start (scripts/backend.sh build ferretdb): %s",
-		  out);
+	cr_assert(st == 0,
+		  "FerretDB with TLS did not start (scripts/backend.sh build ferretdb): %s", out);
 	nl = strchr(out, '\n');
 	if (nl)
 		*nl = '\0';
@@ -126,8 +127,7 @@ static void fer_stop(struct fer *fe)
 }
 
 /* The TLS URI with its tlsCAFile replaced / options appended. */
-static void fer_uri(const struct fer *fe, const char *ca, const char *more, char *buf,
-		    size_t len)
+static void fer_uri(const struct fer *fe, const char *ca, const char *more, char *buf, size_t len)
 {
 	char head[900];
 	const char *q = strchr(fe->uri, '?');
@@ -692,8 +692,8 @@ Test(tls, drivers_connect_with_client_certificate)
 	snprintf(more, sizeof(more), "backend_uri = %s\n", fe.uri);
 	p = proxy_tls("requireTLS", true, cf("server.pem"), cf("server.key"), more);
 	snprintf(uri, sizeof(uri),
-		 "mongodb://localhost:%d/?tls=true&tlsCAFile=%s&tlsCertificateKeyFile=%s",
-		 p->port, cf("ca.pem"), cf("client-combined.pem"));
+		 "mongodb://localhost:%d/?tls=true&tlsCAFile=%s&tlsCertificateKeyFile=%s", p->port,
+		 cf("ca.pem"), cf("client-combined.pem"));
 	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 -c '%s' '%s' 2>&1", pycode, uri);
 	driver("pymongo 3 (Debian)", cmd);
 	snprintf(py4, sizeof(py4), "%s/pymongo4-venv/bin/python",
