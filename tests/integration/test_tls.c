@@ -658,6 +658,40 @@ static const char *node_modules(void)
 	return path;
 }
 
+static const char *cache_dir(void)
+{
+	const char *c = getenv("MONGOPLEX_CACHE");
+
+	return c && *c ? c : MP_SOURCE_DIR "/.cache";
+}
+
+/* The smoke suite's pinned Node driver + mongosh and the pymongo 4 venv, as
+ * tests/drivers/run.sh and tests/drivers/install.sh install them (this test
+ * may run before those suites on a fresh clone). */
+static void ensure_drivers(void)
+{
+	char cmd[1500], out[3000];
+	int st;
+
+	if (getenv("MONGOPLEX_NODE_MODULES") == NULL) {
+		snprintf(
+		    cmd, sizeof(cmd),
+		    "cd %s/tests/drivers && exec 9<package-lock.json && flock 9 && "
+		    "{ [ -x node_modules/.bin/mongosh ] && [ -f node_modules/mongodb/package.json "
+		    "] || npm ci --ignore-scripts --no-audit --no-fund --loglevel=error; } 2>&1",
+		    MP_SOURCE_DIR);
+		shell(cmd, out, sizeof(out), &st);
+		cr_assert(st == 0, "npm ci of tests/drivers failed: %s", out);
+	}
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "[ -x %s/pymongo4-venv/bin/python ] || MONGOPLEX_CACHE=%s %s/tests/drivers/install.sh "
+	    "2>&1",
+	    cache_dir(), cache_dir(), MP_SOURCE_DIR);
+	shell(cmd, out, sizeof(out), &st);
+	cr_assert(st == 0, "tests/drivers/install.sh failed: %s", out);
+}
+
 static void driver(const char *what, const char *cmd)
 {
 	char out[4000];
@@ -688,6 +722,7 @@ Test(tls, drivers_connect_with_client_certificate)
 	    "console.log(\"TLS-DRIVER-OK\", n); })().catch(e => { console.error(e); "
 	    "process.exit(1); });";
 
+	ensure_drivers();
 	fer_start(&fe, "server.pem", "server.key");
 	snprintf(more, sizeof(more), "backend_uri = %s\n", fe.uri);
 	p = proxy_tls("requireTLS", true, cf("server.pem"), cf("server.key"), more);
@@ -696,8 +731,7 @@ Test(tls, drivers_connect_with_client_certificate)
 		 cf("ca.pem"), cf("client-combined.pem"));
 	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 -c '%s' '%s' 2>&1", pycode, uri);
 	driver("pymongo 3 (Debian)", cmd);
-	snprintf(py4, sizeof(py4), "%s/pymongo4-venv/bin/python",
-		 getenv("MONGOPLEX_CACHE") ? getenv("MONGOPLEX_CACHE") : MP_SOURCE_DIR "/.cache");
+	snprintf(py4, sizeof(py4), "%s/pymongo4-venv/bin/python", cache_dir());
 	snprintf(cmd, sizeof(cmd), "%s -c '%s' '%s' 2>&1", py4, pycode, uri);
 	driver("pymongo 4 (venv)", cmd);
 	snprintf(cmd, sizeof(cmd), "NODE_PATH=%s node -e '%s' '%s' 2>&1", node_modules(), jscode,
