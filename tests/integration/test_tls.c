@@ -634,6 +634,7 @@ Test(tls, badinput_over_tls)
 	hb_finish(&b, false);
 	hb_set_i32(&b, 0, 60 * 1024 * 1024);
 	cr_assert_eq(tcli_exchange(&t, b.data, b.len), 10334);
+	hb_free(&b);
 	{
 		uint8_t c;
 
