@@ -77,12 +77,16 @@ static void make_certs(void)
 	cr_assert(st == 0, "mkcerts.sh failed: %s", out);
 }
 
+/* Also after a failed assertion: stop every FerretDB the test started. */
 static void drop_certs(void)
 {
-	char cmd[300], out[200];
+	char cmd[600], out[2000];
 	int st;
 
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", certs);
+	snprintf(cmd, sizeof(cmd),
+		 "for d in %s/fer-*; do [ -d \"$d\" ] && %s/scripts/backend.sh stop \"$d\"; done; "
+		 "rm -rf %s",
+		 certs, MP_SOURCE_DIR, certs);
 	shell(cmd, out, sizeof(out), &st);
 }
 
