@@ -314,7 +314,7 @@ static void on_writable(evutil_socket_t fd, short what, void *arg)
 		on_connected(sb);
 		return;
 	}
-	if (evbuffer_get_length(sb->out) > 0)
+	if (sbuf_pending_out(sb) > 0) /* TLS: ciphertext may wait with `out` empty */
 		flush(sb);
 	if (!sb->closed && sb->err == 0 && sb->notify_drained &&
 	    sbuf_pending_out(sb) <= sb->write_low) {

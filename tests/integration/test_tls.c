@@ -411,6 +411,34 @@ static uint8_t *tcli_recv(struct tcli *t, size_t *len)
 	return msg;
 }
 
+/* tcli_recv in 16 KB steps with a pause between them. */
+static uint8_t *tcli_recv_slowly(struct tcli *t, size_t *len)
+{
+	uint8_t hdr[4], *msg;
+	int32_t n;
+	size_t got = 4;
+
+	if (!tcli_read_full(t, hdr, 4))
+		return NULL;
+	memcpy(&n, hdr, 4);
+	cr_assert(n >= 16 && n < 64 * 1024 * 1024, "reply length %d", n);
+	msg = malloc((size_t)n);
+	memcpy(msg, hdr, 4);
+	while (got < (size_t)n) {
+		size_t step = (size_t)n - got < 16384 ? (size_t)n - got : 16384;
+
+		if (!tcli_read_full(t, msg + got, step)) {
+			free(msg);
+			return NULL;
+		}
+		got += step;
+		if ((got / 16384) % 16 == 0)
+			h_sleep_ms(2);
+	}
+	*len = (size_t)n;
+	return msg;
+}
+
 /* Send raw bytes inside TLS; the reply's code (0: ok:1, -1: closed). */
 static int tcli_exchange(struct tcli *t, const void *p, size_t n)
 {
@@ -751,4 +779,64 @@ Test(tls, drivers_connect_with_client_certificate)
 	driver("mongosh", cmd);
 	proxy_stop(p);
 	fer_stop(&fe);
+}
+
+/* A reply far larger than the socket buffers to a client that reads late:
+ * the tail of the ciphertext must still be sent once the socket drains. */
+Test(tls, large_reply_to_slow_reader, .timeout = 90)
+{
+	struct proxy *p = proxy_tls("requireTLS", false, cf("server.pem"), cf("server.key"), NULL);
+	char opts[600], uri[800], coll[64], json[300];
+	size_t big = 7 * 1024 * 1024, len = 0;
+	char *s = malloc(big + 1);
+	mongoc_client_t *c;
+	mongoc_collection_t *col;
+	bson_error_t err;
+	struct tcli t;
+	struct raw_reply r;
+	uint8_t *msg;
+
+	snprintf(opts, sizeof(opts), "tls=true&tlsCAFile=%s", cf("ca.pem"));
+	snprintf(uri, sizeof(uri), "mongodb://localhost:%d/?%s", p->port, opts);
+	c = h_client_uri(uri, "tls-big");
+	h_unique(coll, sizeof(coll), "big");
+	col = mongoc_client_get_collection(c, "tlsdb", coll);
+	memset(s, 'y', big);
+	s[big] = '\0';
+	for (int i = 0; i < 2; i++) {
+		bson_t doc = BSON_INITIALIZER;
+
+		BSON_APPEND_INT32(&doc, "_id", i);
+		BSON_APPEND_UTF8(&doc, "s", s);
+		cr_assert(mongoc_collection_insert_one(col, &doc, NULL, NULL, &err), "insert: %s",
+			  err.message);
+		bson_destroy(&doc);
+	}
+	cr_assert(tcli_open(&t, p, NULL));
+	snprintf(json, sizeof(json),
+		 "{\"find\": \"%s\", \"filter\": {}, \"batchSize\": 2, \"$db\": \"tlsdb\"}", coll);
+	{
+		bson_t *cmd = bson_new_from_json((const uint8_t *)json, -1, &err);
+		struct h_buf b;
+
+		hb_init(&b);
+		h_build_msg(&b, 77, 0, cmd);
+		cr_assert(tcli_write(&t, b.data, b.len));
+		hb_free(&b);
+		bson_destroy(cmd);
+	}
+	/* Read late and with pauses: the proxy's socket fills again and again,
+	 * and its last ciphertext waits for a writable event. */
+	h_sleep_ms(500);
+	msg = tcli_recv_slowly(&t, &len);
+	cr_assert(msg != NULL, "the reply never completed (stalled TLS output?)");
+	cr_assert(raw_parse_reply(msg, len, &r) && r.have_doc);
+	cr_assert_gt(len, 2 * big, "reply of %zu bytes", len);
+	cr_assert(h_get_bool(&r.doc, "ok"), "reply not ok");
+	free(msg);
+	tcli_close(&t);
+	free(s);
+	mongoc_collection_destroy(col);
+	mongoc_client_destroy(c);
+	proxy_stop(p);
 }
