@@ -59,9 +59,9 @@ static const char *mech_kind(const char *mech)
 static bool unsupported_mech(const char *mech, char *err, size_t errlen)
 {
 	snprintf(err, errlen,
-		 "mongoplex: authMechanism %s (%s) is not supported; use SCRAM-SHA-256 or "
-		 "SCRAM-SHA-1",
-		 mech, mech_kind(mech));
+		 "mongoplex: authMechanism %s is not supported; use SCRAM-SHA-256 or "
+		 "SCRAM-SHA-1 (%s is %s)",
+		 mech, mech, mech_kind(mech));
 	return false;
 }
 
