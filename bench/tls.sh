@@ -23,10 +23,10 @@ BENCH="$BUILD_DIR/bench/mongoplex-bench"
 MP="$BUILD_DIR/mongoplex"
 mkdir -p "$OUT"
 C="$(mktemp -d /tmp/mpb-XXXXXX)"
-PIDS=()
 cleanup() {
   local p
-  for p in "${PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+  # (start_proxy runs in a command substitution: its pids are in $C/*.pid)
+  for f in "$C"/*.pid; do [ -f "$f" ] && kill -INT "$(cat "$f")" 2>/dev/null || true; done
   "$ROOT/scripts/backend.sh" stop "$C/fer" >/dev/null 2>&1 || true
   "$ROOT/scripts/backend.sh" stop "$C/java" >/dev/null 2>&1 || true
   rm -rf "$C"
@@ -44,7 +44,7 @@ start_proxy() {
   local name="$1"; shift
   { echo "[mongoplex]"; echo "listen_port = 0"; echo "pool_size = 8"; printf '%s\n' "$@"; } > "$C/$name.ini"
   "$MP" -c "$C/$name.ini" >"$OUT/$name.log" 2>&1 &
-  PIDS+=($!); echo $! > "$C/$name.pid"
+  echo $! > "$C/$name.pid"
   for _ in $(seq 1 100); do
     port="$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$OUT/$name.log" | head -n 1)"
     [ -n "$port" ] && { echo "$port"; return 0; }
