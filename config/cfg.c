@@ -15,6 +15,7 @@
 #include "config/secret.h"
 #include "core/xalloc.h"
 #include "core/compress.h"
+#include "core/tls.h"
 
 #define OFF(field) offsetof(struct cfg, field)
 #define MB	   (1024LL * 1024LL)
@@ -42,6 +43,26 @@ static const struct cfg_key keys[] = {
      "(a slow or half-sent request); each connection serves one request."},
     {"metrics_max_connections", CFG_INT, OFF(metrics_max_connections), "16", 1, 10000, true,
      "network", "Metrics connections open at once; a connection beyond it is closed at once."},
+
+    {"client_tls_mode", CFG_STRING, OFF(client_tls_mode), "disabled", 0, 0, false, "client TLS",
+     "TLS for clients on the TCP listener (mongod's names): disabled; allowTLS and preferTLS "
+     "accept TLS and plain clients on the same port (the first bytes tell a TLS handshake "
+     "apart); requireTLS closes plain clients. The unix socket is always plain."},
+    {"client_tls_cert_file", CFG_STRING, OFF(client_tls_cert_file), "", 0, 0, true, "client TLS",
+     "The proxy's certificate chain (PEM), required unless client_tls_mode is disabled. "
+     "Re-read on every reload (SIGHUP): new handshakes use the new certificate, open "
+     "connections keep theirs; a certificate or key that does not load keeps the old one."},
+    {"client_tls_key_file", CFG_STRING, OFF(client_tls_key_file), "", 0, 0, true, "client TLS",
+     "The private key (PEM) of client_tls_cert_file (empty: in the certificate file)."},
+    {"client_tls_ca_file", CFG_STRING, OFF(client_tls_ca_file), "", 0, 0, true, "client TLS",
+     "CA certificates (PEM) client certificates are verified against "
+     "(needed by client_tls_verify_peer)."},
+    {"client_tls_verify_peer", CFG_BOOL, OFF(client_tls_verify_peer), "off", 0, 0, true,
+     "client TLS",
+     "Require a client certificate signed by client_tls_ca_file; a TLS client without one "
+     "is refused during the handshake."},
+    {"client_tls_min_version", CFG_STRING, OFF(client_tls_min_version), "TLS1.2", 0, 0, true,
+     "client TLS", "Oldest TLS version accepted from clients: TLS1.0, TLS1.1, TLS1.2 or TLS1.3."},
 
     {"backend_uri", CFG_STRING, OFF(backend_uri), "mongodb://127.0.0.1:27017/", 0, 0, false,
      "backend",
@@ -401,6 +422,48 @@ static bool validate_hostport(const char *name, const char *v, char *err, size_t
 	return true;
 }
 
+static bool validate_client_tls(const struct cfg *c, const char *blame[2], char *err, size_t errlen)
+{
+	static const char *const modes[] = {"disabled", "allowTLS", "preferTLS", "requireTLS"};
+	bool known = false;
+	int v;
+
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
+		known = known || strcmp(c->client_tls_mode, modes[i]) == 0;
+	blame[0] = "client_tls_mode";
+	if (!known) {
+		snprintf(err, errlen,
+			 "client_tls_mode: \"%s\" is not disabled, allowTLS, preferTLS or "
+			 "requireTLS",
+			 c->client_tls_mode);
+		return false;
+	}
+	blame[0] = "client_tls_min_version";
+	if (!tls_parse_version(c->client_tls_min_version, &v)) {
+		snprintf(err, errlen,
+			 "client_tls_min_version: \"%s\" is not TLS1.0, TLS1.1, TLS1.2 or TLS1.3",
+			 c->client_tls_min_version);
+		return false;
+	}
+	if (strcmp(c->client_tls_mode, "disabled") == 0)
+		return true;
+	blame[0] = "client_tls_mode";
+	blame[1] = "client_tls_cert_file";
+	if (c->client_tls_cert_file[0] == '\0') {
+		snprintf(err, errlen, "client_tls_mode %s needs client_tls_cert_file",
+			 c->client_tls_mode);
+		return false;
+	}
+	blame[0] = "client_tls_verify_peer";
+	blame[1] = "client_tls_ca_file";
+	if (c->client_tls_verify_peer && c->client_tls_ca_file[0] == '\0') {
+		snprintf(err, errlen, "client_tls_verify_peer needs client_tls_ca_file");
+		return false;
+	}
+	blame[0] = blame[1] = NULL;
+	return true;
+}
+
 /* Cross-field checks; `blame` names the settings a failure is about. */
 static bool validate(const struct cfg *c, const char *blame[2], char *err, size_t errlen)
 {
@@ -423,6 +486,8 @@ static bool validate(const struct cfg *c, const char *blame[2], char *err, size_
 		blame[1] = "unix_socket";
 		return false;
 	}
+	if (!validate_client_tls(c, blame, err, errlen))
+		return false;
 	blame[0] = "metrics_listen";
 	if (!validate_hostport("metrics_listen", c->metrics_listen, err, errlen))
 		return false;

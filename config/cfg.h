@@ -27,6 +27,13 @@ struct cfg {
 	char *metrics_listen;
 	int64_t metrics_timeout_ms;
 	int64_t metrics_max_connections;
+	/* client TLS (proxy/client_tls.c) */
+	char *client_tls_mode; /* disabled | allowTLS | preferTLS | requireTLS */
+	char *client_tls_cert_file;
+	char *client_tls_key_file;
+	char *client_tls_ca_file;
+	bool client_tls_verify_peer;
+	char *client_tls_min_version; /* TLS1.0 .. TLS1.3 */
 	/* backend */
 	char *backend_uri;
 	char *backend_password_file;

@@ -3,7 +3,10 @@
  */
 #include "core/sbuf.h"
 
+#include "core/tls.h"
+
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -97,8 +100,14 @@ static void defer_error(struct sbuf *sb, int err)
 	event_active(sb->wev, EV_WRITE, 1);
 }
 
+static void flush_tls(struct sbuf *sb);
+
 static void flush(struct sbuf *sb)
 {
+	if (sb->tls != NULL) {
+		flush_tls(sb);
+		return;
+	}
 	while (evbuffer_get_length(sb->out) > 0) {
 		int n = evbuffer_write(sb->out, sb->fd);
 
@@ -160,7 +169,62 @@ void sbuf_set_read_high(struct sbuf *sb, size_t high)
 
 size_t sbuf_pending_out(const struct sbuf *sb)
 {
-	return evbuffer_get_length(sb->out);
+	return evbuffer_get_length(sb->out) + (sb->wire ? evbuffer_get_length(sb->wire) : 0);
+}
+
+static void tls_failed(struct sbuf *sb)
+{
+	snprintf(sb->tls_err, sizeof(sb->tls_err), "%s", tls_conn_error(sb->tls));
+	if (evbuffer_get_length(sb->wire) > 0) /* the alert, best effort */
+		(void)evbuffer_write(sb->wire, sb->fd);
+	sb->err = EPROTO;
+	sb->cb(sb, SBUF_ERROR, sb->arg);
+}
+
+/* Sniffing found a plain peer: drop TLS, the bytes are already in `in`. */
+static void tls_drop(struct sbuf *sb)
+{
+	tls_conn_free(sb->tls);
+	sb->tls = NULL;
+	evbuffer_free(sb->wire);
+	sb->wire = NULL;
+}
+
+static void read_tls(struct sbuf *sb)
+{
+	uint8_t raw[READ_CHUNK];
+	size_t before = evbuffer_get_length(sb->in);
+	ssize_t r = read(sb->fd, raw, sizeof(raw));
+	enum tls_io st;
+
+	if (r < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+			return;
+		sb->err = errno;
+		sb->cb(sb, SBUF_ERROR, sb->arg);
+		return;
+	}
+	if (r == 0) {
+		sb->cb(sb, SBUF_EOF, sb->arg);
+		return;
+	}
+	st = tls_conn_input(sb->tls, raw, (size_t)r, sb->in, sb->wire);
+	if (st == TLS_IO_ERROR) {
+		tls_failed(sb);
+		return;
+	}
+	if (st == TLS_IO_PLAIN)
+		tls_drop(sb);
+	flush(sb); /* handshake records, then plaintext held back by it */
+	if (sb->closed || sb->err != 0)
+		return;
+	if (st == TLS_IO_HANDSHAKE_DONE && sb->tls_client)
+		sb->cb(sb, SBUF_CONNECTED, sb->arg);
+	if (!sb->closed && evbuffer_get_length(sb->in) > before)
+		sb->cb(sb, SBUF_READ, sb->arg);
+	if (!sb->closed && st == TLS_IO_EOF)
+		sb->cb(sb, SBUF_EOF, sb->arg);
+	update_reading(sb);
 }
 
 static void on_readable(evutil_socket_t fd, short what, void *arg)
@@ -172,6 +236,10 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 	int n, used;
 
 	(void)what;
+	if (sb->tls != NULL) {
+		read_tls(sb);
+		return;
+	}
 	n = evbuffer_reserve_space(sb->in, READ_CHUNK, v, 2);
 	for (int i = 0; i < n; i++) {
 		iov[i].iov_base = v[i].iov_base;
@@ -218,6 +286,14 @@ static void on_connected(struct sbuf *sb)
 		return;
 	}
 	update_reading(sb);
+	if (sb->tls != NULL) { /* SBUF_CONNECTED once the handshake is done */
+		if (!tls_conn_start(sb->tls, sb->wire)) {
+			tls_failed(sb);
+			return;
+		}
+		flush(sb);
+		return;
+	}
 	flush(sb);
 	if (!sb->closed)
 		sb->cb(sb, SBUF_CONNECTED, sb->arg);
@@ -240,10 +316,10 @@ static void on_writable(evutil_socket_t fd, short what, void *arg)
 		on_connected(sb);
 		return;
 	}
-	if (evbuffer_get_length(sb->out) > 0)
+	if (sbuf_pending_out(sb) > 0) /* TLS: ciphertext may wait with `out` empty */
 		flush(sb);
 	if (!sb->closed && sb->err == 0 && sb->notify_drained &&
-	    evbuffer_get_length(sb->out) <= sb->write_low) {
+	    sbuf_pending_out(sb) <= sb->write_low) {
 		sb->notify_drained = false;
 		sb->cb(sb, SBUF_DRAINED, sb->arg);
 	}
@@ -267,6 +343,11 @@ void sbuf_close(struct sbuf *sb)
 void sbuf_free(struct sbuf *sb)
 {
 	sbuf_close(sb);
+	tls_conn_free(sb->tls);
+	sb->tls = NULL;
+	if (sb->wire)
+		evbuffer_free(sb->wire);
+	sb->wire = NULL;
 	if (sb->rev)
 		event_free(sb->rev);
 	if (sb->wev)
@@ -277,4 +358,57 @@ void sbuf_free(struct sbuf *sb)
 		evbuffer_free(sb->out);
 	sb->rev = sb->wev = NULL;
 	sb->in = sb->out = NULL;
+}
+
+/* ---------------------------------------------------------------- TLS */
+
+bool sbuf_use_tls(struct sbuf *sb, struct tls_conn *t)
+{
+	sb->wire = evbuffer_new();
+	if (sb->wire == NULL) {
+		tls_conn_free(t);
+		return false;
+	}
+	sb->tls = t;
+	sb->tls_client = sb->connecting;
+	return true;
+}
+
+bool sbuf_tls_handshaking(const struct sbuf *sb)
+{
+	return sb->tls != NULL && tls_conn_handshaking(sb->tls);
+}
+
+const char *sbuf_tls_error(const struct sbuf *sb)
+{
+	return sb->tls_err;
+}
+
+/* Encrypt and write until the socket blocks, the plaintext is gone, or
+ * the handshake holds it back. */
+static void flush_tls(struct sbuf *sb)
+{
+	for (;;) {
+		int n;
+
+		if (!tls_conn_output(sb->tls, sb->out, sb->wire, SBUF_TLS_WIRE_HIGH)) {
+			snprintf(sb->tls_err, sizeof(sb->tls_err), "%s", tls_conn_error(sb->tls));
+			defer_error(sb, EPROTO);
+			return;
+		}
+		if (evbuffer_get_length(sb->wire) == 0)
+			break;
+		n = evbuffer_write(sb->wire, sb->fd);
+		if (n > 0)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+			set_writing(sb, true);
+			return;
+		}
+		defer_error(sb, n < 0 ? errno : EPIPE);
+		return;
+	}
+	set_writing(sb, false);
+	if (sb->notify_drained)
+		event_active(sb->wev, EV_WRITE, 1);
 }

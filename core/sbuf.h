@@ -15,6 +15,12 @@
  *    released by sbuf_free (the owner's deferred free).
  *  - Reading is on while the owner wants it and the input holds less than
  *    read_high bytes.
+ *  - TLS (sbuf_use_tls, core/tls.c): `in` and `out` stay plaintext; the
+ *    ciphertext to send waits in `wire` (at most SBUF_TLS_WIRE_HIGH beyond
+ *    one record: the rest stays in `out`). A connecting TLS client reports
+ *    SBUF_CONNECTED once the handshake is done; a TLS failure is SBUF_ERROR
+ *    with err EPROTO and the reason in sbuf_tls_error. A plain connection
+ *    pays one test of `tls` per read and per flush.
  */
 #pragma once
 
@@ -33,6 +39,7 @@ enum sbuf_event {
 };
 
 struct sbuf;
+struct tls_conn;
 typedef void (*sbuf_cb)(struct sbuf *sb, enum sbuf_event ev, void *arg);
 
 struct sbuf {
@@ -49,8 +56,14 @@ struct sbuf {
 	bool connecting;
 	bool notify_drained;
 	bool closed;
-	int err; /* pending error to deliver, 0: none */
+	int err;	       /* pending error to deliver, 0: none */
+	struct tls_conn *tls;  /* NULL: plain */
+	bool tls_client;       /* TLS: we connected (SBUF_CONNECTED after the handshake) */
+	struct evbuffer *wire; /* TLS: ciphertext to send */
+	char tls_err[256];     /* TLS: why the connection failed */
 };
+
+#define SBUF_TLS_WIRE_HIGH (64 * 1024)
 
 /* Take over a connected socket (made nonblocking here). */
 bool sbuf_accept(struct sbuf *sb, struct event_base *base, evutil_socket_t fd, sbuf_cb cb,
@@ -59,6 +72,14 @@ bool sbuf_accept(struct sbuf *sb, struct event_base *base, evutil_socket_t fd, s
 /* Start a nonblocking connect; SBUF_CONNECTED or SBUF_ERROR follows. */
 bool sbuf_connect(struct sbuf *sb, struct event_base *base, const struct sockaddr *addr,
 		  socklen_t len, sbuf_cb cb, void *arg) __attribute__((warn_unused_result));
+
+/* Run TLS over this connection (owns `t`): call right after sbuf_accept
+ * (server side) or a successful sbuf_connect (client side). */
+bool sbuf_use_tls(struct sbuf *sb, struct tls_conn *t) __attribute__((warn_unused_result));
+/* True while a TLS handshake is in progress (or the first bytes are awaited). */
+bool sbuf_tls_handshaking(const struct sbuf *sb);
+/* Why the TLS layer failed ("" if it did not). */
+const char *sbuf_tls_error(const struct sbuf *sb);
 
 /* Queue bytes (moved out of `data`) and write as much as the socket takes. */
 void sbuf_write(struct sbuf *sb, struct evbuffer *data);

@@ -10,6 +10,7 @@
 #include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "config/secret.h"
@@ -38,11 +39,30 @@ void auth_cred_clear(struct auth_cred *c)
 	OPENSSL_cleanse(c, sizeof(*c));
 }
 
+/* What each mechanism mongoplex does not speak is, for the refusal. */
+static const char *mech_kind(const char *mech)
+{
+	static const char *const kinds[][2] = {
+	    {"MONGODB-X509", "X.509 client-certificate authentication"},
+	    {"PLAIN", "LDAP (SASL PLAIN) authentication"},
+	    {"GSSAPI", "Kerberos (GSSAPI) authentication"},
+	    {"MONGODB-AWS", "AWS IAM authentication"},
+	    {"MONGODB-OIDC", "OIDC authentication"},
+	    {"MONGODB-CR", "MONGODB-CR (removed in MongoDB 4.0)"},
+	};
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (strcasecmp(mech, kinds[i][0]) == 0)
+			return kinds[i][1];
+	return "an unknown mechanism";
+}
+
 static bool unsupported_mech(const char *mech, char *err, size_t errlen)
 {
 	snprintf(err, errlen,
-		 "mongoplex: authMechanism %s is not supported; use SCRAM-SHA-256 or SCRAM-SHA-1",
-		 mech);
+		 "mongoplex: authMechanism %s is not supported; use SCRAM-SHA-256 or "
+		 "SCRAM-SHA-1 (%s is %s)",
+		 mech, mech, mech_kind(mech));
 	return false;
 }
 

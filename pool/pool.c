@@ -20,6 +20,7 @@
 #include "core/xalloc.h"
 #include "pool/auth.h"
 #include "pool/backend_compress.h"
+#include "pool/backend_tls.h"
 #include "pool/batch.h"
 #include "pool/select.h"
 #include "pool/sticky.h"
@@ -95,15 +96,6 @@ static bool resolve(struct pool *p, const mongoc_host_list_t *h, char *err, size
 	return true;
 }
 
-static bool check_uri_support(const mongoc_uri_t *uri, char *err, size_t errlen)
-{
-	if (mongoc_uri_get_tls(uri)) {
-		snprintf(err, errlen, "backend_uri: TLS to the backend is not supported yet");
-		return false;
-	}
-	return true;
-}
-
 static struct pool *pool_new(const char *name, const char *host, uint16_t port)
 {
 	struct pool *p = &pools[npools++];
@@ -133,7 +125,7 @@ bool pool_init_all(const char *uri_str, char *err, size_t errlen)
 		snprintf(err, errlen, "backend_uri: %s", berr.message);
 		return false;
 	}
-	if (!check_uri_support(uri, err, errlen) || !auth_start(uri_str, err, errlen))
+	if (!backend_tls_load(uri, err, errlen) || !auth_start(uri_str, err, errlen))
 		goto out;
 	bcomp_init(uri);
 	for (h = mongoc_uri_get_hosts(uri); h != NULL; h = h->next)
@@ -184,8 +176,8 @@ static void connect_for_waiters(struct pool *p)
 
 	if (want == 0 && !TAILQ_EMPTY(&p->hello_waiters) && pool_live(p) == 0)
 		want = 1;
-	if (p->last_code == 18 && want > 1)
-		want = 1; /* credentials failed: one probe per backoff step */
+	if ((p->last_code == 18 || p->tls_failed) && want > 1)
+		want = 1; /* credentials or TLS failed: one probe per backoff step */
 	while (want > p->n_connecting && may_connect(p))
 		if (!server_connect(p))
 			return;
@@ -540,6 +532,7 @@ void pool_server_ready(struct server *s, const struct backend_info *bi)
 	p->backoff_ms = 100;
 	p->next_connect_usec = 0;
 	p->last_code = 0;
+	p->tls_failed = false;
 	if (topology_active() && bi->kind != BACKEND_RS_PRIMARY && p->member.type == TOPO_PRIMARY) {
 		select_suspect(p, "a new connection's hello says it is not the primary");
 	}

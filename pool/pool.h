@@ -50,6 +50,7 @@ struct pool {
 	char last_error[256];
 	int last_code;		   /* of the last failed connect: 18 = authentication */
 	const char *last_codename; /* static string */
+	bool tls_failed;	   /* the last failed connect failed its TLS handshake */
 	/* figures */
 	uint64_t connects_ok, connects_failed, requests_dispatched;
 	/* Replica sets (pool/select.c): the member's latest description, whether

@@ -23,6 +23,7 @@
 #include "core/xalloc.h"
 #include "pool/auth.h"
 #include "pool/backend_compress.h"
+#include "pool/backend_tls.h"
 #include "pool/batch.h"
 #include "proxy/janitor.h"
 #include "pool/pool.h"
@@ -103,6 +104,10 @@ bool server_connect(struct pool *p)
 	if (!sbuf_connect(&s->sb, g.base, (struct sockaddr *)&p->addr, p->addrlen, sbuf_cb_server,
 			  s)) {
 		server_close(s, MP_ERR(HOST_UNREACHABLE), "connect: %s", strerror(s->sb.err));
+		return false;
+	}
+	if (!backend_tls_attach(&s->sb, p->host)) {
+		server_close(s, MP_ERR(HOST_UNREACHABLE), "cannot set up TLS");
 		return false;
 	}
 	return true;
@@ -418,6 +423,20 @@ static void connected(struct server *s)
 	send_hello(s);
 }
 
+/* A TLS failure: during the handshake (bad certificate, hostname, version)
+ * the pool probes once per backoff step until a handshake succeeds. */
+static void tls_failed(struct server *s)
+{
+	if (s->state == SV_CONNECTING) {
+		s->pool->tls_failed = true;
+		server_close(s, MP_ERR(HOST_UNREACHABLE), "TLS handshake with %s failed: %s",
+			     pool_name(s->pool), sbuf_tls_error(&s->sb));
+		return;
+	}
+	server_close(s, MP_ERR(HOST_UNREACHABLE), "TLS error from the backend: %s",
+		     sbuf_tls_error(&s->sb));
+}
+
 static void sbuf_cb_server(struct sbuf *sb, enum sbuf_event ev, void *arg)
 {
 	struct server *s = arg;
@@ -437,8 +456,11 @@ static void sbuf_cb_server(struct sbuf *sb, enum sbuf_event ev, void *arg)
 		server_close(s, MP_ERR(HOST_UNREACHABLE), "backend closed the connection");
 		break;
 	case SBUF_ERROR:
-		server_close(s, MP_ERR(HOST_UNREACHABLE), "backend socket error: %s",
-			     strerror(sb->err));
+		if (sbuf_tls_error(sb)[0] != '\0')
+			tls_failed(s);
+		else
+			server_close(s, MP_ERR(HOST_UNREACHABLE), "backend socket error: %s",
+				     strerror(sb->err));
 		break;
 	}
 }

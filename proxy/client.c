@@ -50,6 +50,7 @@
 #include "pool/sticky.h"
 #include "proxy/admin.h"
 #include "proxy/awaithello.h"
+#include "proxy/client_tls.h"
 #include "proxy/cursor.h"
 #include "core/handshake.h"
 #include "proxy/membound.h"
@@ -149,6 +150,7 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 	if (addr->sa_family != AF_UNIX)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (!sbuf_accept(&c->sb, g.base, fd, sbuf_cb_client, c) ||
+	    (addr->sa_family != AF_UNIX && !client_tls_attach(&c->sb)) ||
 	    (c->resume_ev = event_new(g.base, -1, 0, resume_cb, c)) == NULL || !account_start(c)) {
 		log_error("cannot set up client %s", c->peer);
 		account_stop(c);
@@ -692,6 +694,8 @@ static void sbuf_cb_client(struct sbuf *sb, enum sbuf_event ev, void *arg)
 	case SBUF_ERROR:
 		if (c->sb.err == ECONNRESET) /* how many drivers hang up */
 			client_close(c, "client closed");
+		else if (sbuf_tls_error(&c->sb)[0] != '\0')
+			client_close(c, "TLS: %s", sbuf_tls_error(&c->sb));
 		else
 			client_close(c, "socket error: %s", strerror(c->sb.err));
 		break;
@@ -734,6 +738,11 @@ void client_janitor(uint64_t now)
 		if (c->over_limit && now - c->connected_usec > read_us) {
 			client_close(c, "refused (max_client_conn) and sent no request within "
 					"client_read_timeout_ms");
+		} else if (sbuf_tls_handshaking(&c->sb) && now - c->connected_usec > read_us) {
+			client_close(c,
+				     "TLS handshake not completed within %" PRId64
+				     " ms (client_read_timeout_ms)",
+				     g.cfg.client_read_timeout_ms);
 		} else if (c->partial_since_usec && now - c->partial_since_usec > read_us) {
 			STAT_INC(clients_closed_error);
 			client_close(c,

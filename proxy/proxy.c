@@ -21,6 +21,8 @@
 #endif
 
 #include "pool/auth.h"
+#include "pool/backend_tls.h"
+#include "proxy/client_tls.h"
 #include "proxy/janitor.h"
 #include "pool/pool.h"
 #include "proxy/awaithello.h"
@@ -78,6 +80,7 @@ void proxy_reload(void)
 		return;
 	}
 	bump = next.advertise_mongos != g.cfg.advertise_mongos;
+	client_tls_reload(&next);
 	cfg_free(&g.cfg);
 	g.cfg = next;
 	proxy_apply_cfg();
@@ -174,6 +177,8 @@ static void teardown(void)
 	pool_shutdown_all(); /* requests still running get ShutdownInProgress */
 	client_close_all("proxy exiting");
 	listener_stop();
+	client_tls_stop();
+	backend_tls_free();
 	metrics_stop();
 	janitor_stop();
 	if (drain_ev)
@@ -215,6 +220,8 @@ int proxy_main(struct cfg *cfg, const char *cfg_path)
 	setup_signals();
 	awaithello_init();
 	janitor_start();
+	if (!client_tls_start(err, sizeof(err)))
+		fatal("%s", err);
 	if (!listener_start(err, sizeof(err)))
 		fatal("%s", err);
 	if (!metrics_start(err, sizeof(err)))

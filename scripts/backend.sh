@@ -2,7 +2,7 @@
 # Test backends for mongoplex: real MongoDB-wire servers on free loopback ports.
 #
 #   scripts/backend.sh build [java|ferretdb|all]   build/cache the servers (default: all)
-#   scripts/backend.sh start java|ferretdb|ferretdb-auth|ferretdb-rs DIR
+#   scripts/backend.sh start java|ferretdb|ferretdb-auth|ferretdb-rs|ferretdb-tls DIR
 #                                                  start one; writes DIR/{uri,pid,log},
 #                                                  prints the mongodb:// URI on stdout
 #   scripts/backend.sh stop DIR                    stop the server started in DIR
@@ -15,6 +15,12 @@
 #            the printed URI carries the credentials
 # ferretdb-rs = FerretDB as a one-member replica set "rs0" (--repl-set-name); the
 #            printed URI ends in ?replicaSet=rs0
+# ferretdb-tls = ferretdb-auth that also listens with TLS on a second port:
+#            certificate $MONGOPLEX_TLS_CERT, key $MONGOPLEX_TLS_KEY, CA
+#            $MONGOPLEX_TLS_CA (tests/tls/mkcerts.sh makes them), client certificates
+#            required (FerretDB does with a CA file): $MONGOPLEX_TLS_CLIENT (cert+key);
+#            the printed URI is the TLS one (localhost:TLSPORT, tls=true, tlsCAFile,
+#            tlsCertificateKeyFile); DIR/plain_uri holds the plain one
 #
 # Artifacts live in ${MONGOPLEX_CACHE:-<repo>/.cache}. Extra JVM flags: MONGOPLEX_JAVA_OPTS.
 # Readiness is checked over the wire with pymongo's `ping` (Debian python3-pymongo);
@@ -231,6 +237,17 @@ launch() {
         --setup-username="$AUTH_USER" --setup-password="$AUTH_PASSWORD" \
         </dev/null >"$dir/log" 2>&1 &
       ;;
+    ferretdb-tls)
+      mkdir -p "$dir/data" "$dir/state"
+      "$FERRETDB" --listen-addr="127.0.0.1:$port" --handler=sqlite \
+        --listen-tls="127.0.0.1:$TLS_PORT" --listen-tls-cert-file="$MONGOPLEX_TLS_CERT" \
+        --listen-tls-key-file="$MONGOPLEX_TLS_KEY" --listen-tls-ca-file="$MONGOPLEX_TLS_CA" \
+        --sqlite-url="file:$dir/data/" --state-dir="$dir/state" \
+        --telemetry=disable --debug-addr=- --log-level="${MONGOPLEX_FERRETDB_LOG_LEVEL:-error}" \
+        --test-enable-new-auth --setup-database=admin \
+        --setup-username="$AUTH_USER" --setup-password="$AUTH_PASSWORD" \
+        </dev/null >"$dir/log" 2>&1 &
+      ;;
   esac
   PID=$!
   echo "$PID" > "$dir/pid"
@@ -238,11 +255,11 @@ launch() {
 
 cmd_start() {
   local kind="${1:-}" dir="${2:-}"
-  [[ -n "$kind" && -n "$dir" ]] || die "usage: start java|ferretdb|ferretdb-auth|ferretdb-rs DIR"
+  [[ -n "$kind" && -n "$dir" ]] || die "usage: start java|ferretdb|ferretdb-auth|ferretdb-rs|ferretdb-tls DIR"
   case "$kind" in
     java) locked build_java ;;
-    ferretdb|ferretdb-auth|ferretdb-rs) locked build_ferretdb || die "FerretDB is not built and could not be built" ;;
-    *) die "start: unknown backend '$kind' (java|ferretdb|ferretdb-auth|ferretdb-rs)" ;;
+    ferretdb|ferretdb-auth|ferretdb-rs|ferretdb-tls) locked build_ferretdb || die "FerretDB is not built and could not be built" ;;
+    *) die "start: unknown backend '$kind' (java|ferretdb|ferretdb-auth|ferretdb-rs|ferretdb-tls)" ;;
   esac
   # ferretdb-rs: a one-member replica set "rs0"; its URI says replicaSet=rs0.
   local opts=""
@@ -251,7 +268,11 @@ cmd_start() {
   local cred=""
   AUTH_USER="${MONGOPLEX_FERRETDB_USER:-mongoplex}"
   AUTH_PASSWORD="${MONGOPLEX_FERRETDB_PASSWORD:-mongoplex-pw}"
-  [[ "$kind" != ferretdb-auth ]] || cred="$AUTH_USER:$AUTH_PASSWORD@"
+  [[ "$kind" != ferretdb-auth && "$kind" != ferretdb-tls ]] || cred="$AUTH_USER:$AUTH_PASSWORD@"
+  if [[ "$kind" == ferretdb-tls ]]; then
+    [[ -r "${MONGOPLEX_TLS_CERT:-}" && -r "${MONGOPLEX_TLS_KEY:-}" && -r "${MONGOPLEX_TLS_CA:-}" && -r "${MONGOPLEX_TLS_CLIENT:-}" ]] ||
+      die "ferretdb-tls needs readable MONGOPLEX_TLS_CERT, MONGOPLEX_TLS_KEY, MONGOPLEX_TLS_CA, MONGOPLEX_TLS_CLIENT"
+  fi
 
   mkdir -p "$dir"; dir="$(cd "$dir" && pwd)"
   if [[ -f "$dir/pid" ]] && alive "$(cat "$dir/pid")"; then
@@ -269,11 +290,18 @@ cmd_start() {
       port="$(wait_ready_line "$dir" "$PID" "$deadline")" || rc=$?
     else
       port="$(free_port)"
+      TLS_PORT="$(free_port)"
       launch "$kind" "$dir" "$port"
     fi
     [[ "$rc" != 0 ]] || wait_ping "mongodb://${cred}127.0.0.1:$port/" "$PID" "$deadline" || rc=$?
     case "$rc" in
-      0) echo "mongodb://${cred}127.0.0.1:$port/$opts" > "$dir/uri"; cat "$dir/uri"; return 0 ;;
+      0) if [[ "$kind" == ferretdb-tls ]]; then
+           echo "mongodb://${cred}127.0.0.1:$port/" > "$dir/plain_uri"
+           echo "mongodb://${cred}localhost:$TLS_PORT/?tls=true&tlsCAFile=$MONGOPLEX_TLS_CA&tlsCertificateKeyFile=$MONGOPLEX_TLS_CLIENT" > "$dir/uri"
+         else
+           echo "mongodb://${cred}127.0.0.1:$port/$opts" > "$dir/uri"
+         fi
+         cat "$dir/uri"; return 0 ;;
       2) log "$kind exited during startup (attempt $attempt); last log lines:"
          tail -n 20 "$dir/log" >&2; rm -f "$dir/pid"
          [[ "$kind" != java ]] && (( $(date +%s) < deadline )) || break ;;
