@@ -67,6 +67,25 @@ static const struct cfg_key keys[] = {
      "After a failed connect the pool waits 100 ms, doubling up to this, before the next "
      "attempt; requests meanwhile get HostUnreachable if no connection is alive."},
 
+    {"auth_mode", CFG_STRING, OFF(auth_mode), "none", 0, 0, false, "client authentication",
+     "none: every client that reaches the listener gets the proxy's backend rights (for "
+     "loopback sidecars; --test-config warns when listen_addr is not loopback). scram: "
+     "clients log in with SCRAM-SHA-256 or SCRAM-SHA-1 against auth_users_file; before "
+     "that only hello, ping, buildInfo and the SASL commands run (others: code 13). "
+     "Authenticated clients run on the proxy's own backend identity (shared)."},
+    {"auth_users_file", CFG_STRING, OFF(auth_users_file), "", 0, 0, true, "client authentication",
+     "With auth_mode = scram: the users and their SCRAM verifiers, one line each: db.user "
+     "SCRAM-SHA-256$iterations:salt$StoredKey:ServerKey [SCRAM-SHA-1$...] (write lines with "
+     "mongoplex --scram-secret db.user, password on stdin). Never a password. Re-read on "
+     "reload; refused if writable by group or others."},
+    {"auth_max_failures", CFG_INT, OFF(auth_max_failures), "3", 0, 1000000, true,
+     "client authentication",
+     "A client connection that fails this many logins in a row is closed after the error "
+     "(0: never closed for failed logins). Every failure is logged and counted."},
+    {"auth_stats_unauthenticated", CFG_BOOL, OFF(auth_stats_unauthenticated), "off", 0, 0, true,
+     "client authentication",
+     "With auth_mode = scram: allow mongoplexStats before a client has logged in."},
+
     {"batching", CFG_BOOL, OFF(batching), "on", 0, 0, true, "batching",
      "Coalesce concurrent find-by-_id lookups into one {_id: {$in: [...]}} query."},
     {"batch_max_ids", CFG_INT, OFF(batch_max_ids), "1000", 1, 100000, true, "batching",
@@ -378,6 +397,21 @@ static bool validate_hostport(const char *name, const char *v, char *err, size_t
 	return true;
 }
 
+static bool validate_auth(const struct cfg *c, const char *blame[2], char *err, size_t errlen)
+{
+	blame[0] = "auth_mode";
+	if (strcmp(c->auth_mode, "none") != 0 && strcmp(c->auth_mode, "scram") != 0) {
+		snprintf(err, errlen, "auth_mode: \"%s\" is not none or scram", c->auth_mode);
+		return false;
+	}
+	if (strcmp(c->auth_mode, "scram") == 0 && c->auth_users_file[0] == '\0') {
+		snprintf(err, errlen, "auth_mode = scram needs auth_users_file");
+		blame[1] = "auth_users_file";
+		return false;
+	}
+	return true;
+}
+
 /* Cross-field checks; `blame` names the settings a failure is about. */
 static bool validate(const struct cfg *c, const char *blame[2], char *err, size_t errlen)
 {
@@ -398,6 +432,8 @@ static bool validate(const struct cfg *c, const char *blame[2], char *err, size_
 		blame[1] = "unix_socket";
 		return false;
 	}
+	if (!validate_auth(c, blame, err, errlen))
+		return false;
 	blame[0] = "metrics_listen";
 	if (!validate_hostport("metrics_listen", c->metrics_listen, err, errlen))
 		return false;

@@ -35,6 +35,11 @@ struct cfg {
 	int64_t connect_timeout_ms;
 	int64_t server_idle_timeout_ms;
 	int64_t reconnect_backoff_max_ms;
+	/* client authentication (proxy/cauth.c) */
+	char *auth_mode; /* "none" | "scram" */
+	char *auth_users_file;
+	int64_t auth_max_failures;
+	bool auth_stats_unauthenticated;
 	/* batching */
 	bool batching;
 	int64_t batch_max_ids;

@@ -49,6 +49,11 @@
 	X(cursor_refusals, "getMore/killCursors refused: cursor not owned by the client")          \
 	X(cursor_kills_sent, "killCursors sent by the proxy for the cursors of closed clients")    \
 	X(cursors_killed_on_close, "Cursors of closed clients killed on the backend by the proxy") \
+	X(client_auth_ok, "Client logins that succeeded (SCRAM)")                                  \
+	X(client_auth_failures, "Client logins refused (code 18: wrong proof, unknown user, ...)") \
+	X(client_auth_speculative, "Client logins whose first step rode in the hello")             \
+	X(client_auth_closed, "Client connections closed after auth_max_failures failed logins")   \
+	X(client_auth_unauthorized, "Commands refused before login (code 13 Unauthorized)")        \
 	X(reloads, "Successful configuration reloads")                                             \
 	X(reload_failures, "Rejected configuration reloads")
 

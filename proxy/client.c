@@ -45,6 +45,7 @@
 #include "pool/pool.h"
 #include "pool/sticky.h"
 #include "proxy/admin.h"
+#include "proxy/cauth.h"
 #include "proxy/cursor.h"
 #include "core/handshake.h"
 #include "proxy/membound.h"
@@ -218,6 +219,7 @@ void client_free_deferred(void)
 		account_stop(c);
 		sbuf_free(&c->sb);
 		event_free(c->resume_ev);
+		cauth_client_free(c);
 		free(c);
 	}
 }
@@ -321,10 +323,12 @@ void client_answer_hello(struct request *req, const struct backend_info *bi)
 		return;
 	}
 	if (handshake_client_reply(req->hello_cmd, req->cmd, bi, (int64_t)c->id, !c->hello_seen,
-				   &reply))
+				   &reply)) {
 		c->hello_seen = true;
-	else
+		cauth_extend_hello(c, req->hello_cmd, &reply);
+	} else {
 		STAT_INC(requests_errors);
+	}
 	request_reply_doc(req, &reply);
 	bson_destroy(&reply);
 }
@@ -361,11 +365,7 @@ static void handle_local(struct client *c, const struct wire_msg *m, const struc
 		admin_stats_reply(req);
 		return;
 	case ROUTE_AUTH:
-		request_fail(
-		    req, 18, "AuthenticationFailed",
-		    "mongoplex: client authentication is not supported yet; connect without "
-		    "credentials (the proxy authenticates to the backend itself)",
-		    NULL);
+		cauth_command(c, req, &m->body);
 		return;
 	default:
 		request_fail(req, 59, "CommandNotFound", ri->refuse_msg, NULL);
@@ -459,6 +459,8 @@ static void handle_op_msg(struct client *c, struct evbuffer *buf, uint8_t *data,
 		request_fail(req, 91, "ShutdownInProgress", "mongoplex is shutting down", labels);
 		return;
 	}
+	if (!cauth_admit(c, req, &m.body, &ri))
+		return; /* answered by client authentication (proxy/cauth.c) */
 	if (ri.route != ROUTE_FORWARD) {
 		handle_local(c, &m, &ri, req);
 		return;

@@ -50,6 +50,7 @@ struct client {
 	/* Order (pool/sticky.c): the backend connection that carried this
 	 * client's unacknowledged write, until an acknowledged exchange ends there. */
 	struct server *sticky;
+	struct cauth_conn *auth; /* proxy/cauth.c: login state (NULL until the first SASL step) */
 };
 
 TAILQ_HEAD(client_list, client);

@@ -22,6 +22,7 @@
 #include "pool/auth.h"
 #include "proxy/janitor.h"
 #include "pool/pool.h"
+#include "proxy/cauth.h"
 #include "proxy/client.h"
 #include "proxy/listener.h"
 #include "proxy/membound.h"
@@ -65,7 +66,8 @@ void proxy_reload(void)
 		return;
 	}
 	cfg_keep_static(&g.cfg, &next);
-	if (!auth_reload(next.backend_uri, next.backend_password_file, err, sizeof(err))) {
+	if (!auth_reload(next.backend_uri, next.backend_password_file, err, sizeof(err)) ||
+	    !cauth_reload(&next, err, sizeof(err))) {
 		STAT_INC(reload_failures);
 		log_error("reload rejected, keeping the current config: %s", err);
 		cfg_free(&next);
@@ -201,6 +203,8 @@ int proxy_main(struct cfg *cfg, const char *cfg_path)
 		fatal("cannot create the event loop");
 	if (!pool_init_all(g.cfg.backend_uri, err, sizeof(err)))
 		fatal("%s", err);
+	if (!cauth_start(err, sizeof(err)))
+		fatal("auth_users_file: %s", err);
 	setup_signals();
 	janitor_start();
 	if (!listener_start(err, sizeof(err)))

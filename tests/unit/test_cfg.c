@@ -379,7 +379,8 @@ Test(cfg, keep_static_on_reload)
 Test(cfg, reloadable_flags_match_intent)
 {
 	static const char *const fixed[] = {"listen_addr",	"listen_port",	  "unix_socket",
-					    "unix_socket_mode", "metrics_listen", "backend_uri"};
+					    "unix_socket_mode", "metrics_listen", "backend_uri",
+					    "auth_mode"};
 	size_t n;
 	const struct cfg_key *keys = cfg_keys(&n);
 
