@@ -78,6 +78,28 @@ bool scram_start(struct scram *sc, enum scram_mech m, const char *user, const ch
 	return true;
 }
 
+bool scram_start_keys(struct scram *sc, enum scram_mech m, const char *user,
+		      const uint8_t *client_key, const uint8_t *server_key, const uint8_t *salt,
+		      size_t salt_len, uint32_t iterations, const char *nonce, char *out,
+		      size_t outlen, char *err, size_t errlen)
+{
+	size_t hl = scram_hash_len(m);
+
+	if (salt_len == 0 || salt_len > SCRAM_MAX_SALT) {
+		snprintf(err, errlen, "bad salt length %zu", salt_len);
+		return false;
+	}
+	if (!scram_start(sc, m, user, "", nonce, out, outlen, err, errlen))
+		return false;
+	sc->have_keys = true;
+	memcpy(sc->kc, client_key, hl);
+	memcpy(sc->keys.server_key, server_key, hl);
+	memcpy(sc->keys.salt, salt, salt_len);
+	sc->keys.salt_len = salt_len;
+	sc->keys.iterations = iterations;
+	return true;
+}
+
 /* The server-first-message's attributes. */
 struct server_first {
 	const char *nonce;
@@ -214,6 +236,26 @@ static struct scram_cache_entry *derive_keys(struct scram *sc, const struct serv
 	return e;
 }
 
+/* scram_start_keys: the given keys, if the server's salt and count are theirs. */
+static struct scram_cache_entry *given_keys(const struct scram *sc, const struct server_first *sf,
+					    struct scram_cache_entry *e, char *err, size_t errlen)
+{
+	size_t hl = scram_hash_len(sc->mech);
+
+	if (sf->iterations != sc->keys.iterations || sf->salt_len != sc->keys.salt_len ||
+	    memcmp(sf->salt, sc->keys.salt, sf->salt_len) != 0) {
+		snprintf(err, errlen,
+			 "the server's salt or iteration count (%u) differ from the user's "
+			 "verifier (%u): the user's secret changed",
+			 sf->iterations, sc->keys.iterations);
+		return NULL;
+	}
+	memset(e, 0, sizeof(*e));
+	memcpy(e->client_key, sc->kc, hl);
+	memcpy(e->server_key, sc->keys.server_key, hl);
+	return e;
+}
+
 static bool proof_and_signature(struct scram *sc, const struct scram_cache_entry *e,
 				const char *auth_msg, uint8_t *proof)
 {
@@ -239,6 +281,7 @@ bool scram_client_final(struct scram *sc, const char *server_first, size_t len, 
 	char without_proof[SCRAM_MSG_MAX], auth_msg[3 * SCRAM_MSG_MAX];
 	char proof_b64[2 * SCRAM_MAX_HASH];
 	uint8_t proof[SCRAM_MAX_HASH];
+	struct scram_cache_entry given;
 	bool ok;
 
 	if (sc->step != 1 || len == 0 || len >= SCRAM_MSG_MAX) {
@@ -252,8 +295,11 @@ bool scram_client_final(struct scram *sc, const char *server_first, size_t len, 
 		 sf.nonce);
 	snprintf(auth_msg, sizeof(auth_msg), "%s,%.*s,%s", sc->client_first_bare, (int)len,
 		 server_first, without_proof);
-	e = derive_keys(sc, &sf);
+	e = sc->have_keys ? given_keys(sc, &sf, &given, err, errlen) : derive_keys(sc, &sf);
+	if (e == NULL && sc->have_keys)
+		return false;
 	ok = e != NULL && proof_and_signature(sc, e, auth_msg, proof);
+	OPENSSL_cleanse(&given, sizeof(given));
 	if (!ok) {
 		snprintf(err, errlen, "SCRAM key derivation failed (OpenSSL)");
 		return false;

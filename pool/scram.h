@@ -36,6 +36,11 @@ struct scram {
 	char client_first_bare[SCRAM_MSG_MAX];
 	uint8_t server_signature[SCRAM_MAX_HASH];
 	bool computed_pbkdf2; /* scram_client_final ran PBKDF2 (cache miss) */
+	/* scram_start_keys: the keys are given (no password, no PBKDF2) and
+	 * valid only for this salt and iteration count. */
+	bool have_keys;
+	struct scram_secret keys; /* stored_key unused; client_key in kc */
+	uint8_t kc[SCRAM_MAX_HASH];
 };
 
 /* scram_mech_name, scram_mech_parse, scram_prepare_password: core/scram_prim.h. */
@@ -45,6 +50,16 @@ struct scram {
 bool scram_start(struct scram *sc, enum scram_mech m, const char *user, const char *prepared,
 		 const char *nonce, char *out, size_t outlen, char *err, size_t errlen)
     __attribute__((warn_unused_result));
+
+/* Begin with a ClientKey and ServerKey instead of a password, e.g. the
+ * ClientKey recovered from a client's proof (core/scram_msg.h): a per-user
+ * backend login that never knew the password. `salt`/`iterations` are the
+ * ones the keys belong to; a server that sends others is refused with a
+ * reason (the user's secret changed). */
+bool scram_start_keys(struct scram *sc, enum scram_mech m, const char *user,
+		      const uint8_t *client_key, const uint8_t *server_key, const uint8_t *salt,
+		      size_t salt_len, uint32_t iterations, const char *nonce, char *out,
+		      size_t outlen, char *err, size_t errlen) __attribute__((warn_unused_result));
 
 /* server-first-message (len bytes, not NUL-terminated) -> client-final-message. */
 bool scram_client_final(struct scram *sc, const char *server_first, size_t len, char *out,

@@ -272,3 +272,56 @@ Test(users, load_refuses_group_writable_files_and_duplicates)
 	cr_assert(strstr(err, ":4: db2.a is listed twice") != NULL, "%s", err);
 	unlink(path);
 }
+
+/* Per-user backend logins: the ClientKey recovered from a client's proof
+ * logs in to a server holding the same verifier (the RFC 7677 exchange is
+ * reproduced byte for byte), and a server with another salt is refused. */
+Test(scram_server, recovered_client_key_logs_in_without_the_password)
+{
+	struct scram_client_first cf;
+	struct scram_server ss;
+	struct scram_secret sec, other;
+	struct scram sc;
+	char out[SCRAM_MSG_MAX], err[256];
+	uint8_t client_key[SCRAM_MAX_HASH];
+	const char *final = "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p="
+			    "dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=";
+
+	secret_for(SCRAM_SHA_256, "user", "pencil", "W22ZaJ0SNY7soEsUEjb6gQ==", 4096, &sec);
+	cr_assert(
+	    scram_msg_parse_first(SF("n,,n=user,r=rOprNGfwEbeRWgbNEkqO"), &cf, err, sizeof(err)));
+	cr_assert(scram_server_start(&ss, SCRAM_SHA_256, &cf, &sec,
+				     "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0", out, sizeof(out), err,
+				     sizeof(err)));
+	cr_assert(scram_server_finish(&ss, SF(final), out, sizeof(out), err, sizeof(err)), "%s",
+		  err);
+	memcpy(client_key, ss.client_key, sizeof(client_key));
+	scram_server_clear(&ss);
+	/* The proxy as the user's backend client, with keys only. */
+	cr_assert(scram_start_keys(&sc, SCRAM_SHA_256, "user", client_key, sec.server_key, sec.salt,
+				   sec.salt_len, 4096, "rOprNGfwEbeRWgbNEkqO", out, sizeof(out),
+				   err, sizeof(err)),
+		  "%s", err);
+	cr_assert_str_eq(out, "n,,n=user,r=rOprNGfwEbeRWgbNEkqO");
+	cr_assert(scram_client_final(&sc,
+				     SF("r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s="
+					"W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"),
+				     out, sizeof(out), err, sizeof(err)),
+		  "%s", err);
+	cr_assert_str_eq(out, final);
+	cr_assert(scram_verify_final(&sc, SF("v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="), err,
+				     sizeof(err)),
+		  "%s", err);
+	scram_clear(&sc);
+	/* The backend's verifier has another salt (the password was changed). */
+	secret_for(SCRAM_SHA_256, "user", "pencil", "QSXCR+Q6sek8bf92", 4096, &other);
+	cr_assert(scram_start_keys(&sc, SCRAM_SHA_256, "user", client_key, sec.server_key, sec.salt,
+				   sec.salt_len, 4096, NULL, out, sizeof(out), err, sizeof(err)));
+	cr_assert(scram_msg_parse_first(SF(out), &cf, err, sizeof(err)));
+	cr_assert(scram_server_start(&ss, SCRAM_SHA_256, &cf, &other, NULL, out, sizeof(out), err,
+				     sizeof(err)));
+	cr_assert_not(scram_client_final(&sc, SF(out), out, sizeof(out), err, sizeof(err)));
+	cr_assert(strstr(err, "the user's secret changed") != NULL, "%s", err);
+	scram_clear(&sc);
+	scram_server_clear(&ss);
+}
