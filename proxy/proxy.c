@@ -66,8 +66,9 @@ void proxy_reload(void)
 		return;
 	}
 	cfg_keep_static(&g.cfg, &next);
-	if (!auth_reload(next.backend_uri, next.backend_password_file, err, sizeof(err)) ||
-	    !cauth_reload(&next, err, sizeof(err))) {
+	/* The users file first: its refusal then leaves everything as it was. */
+	if (!cauth_reload(&next, err, sizeof(err)) ||
+	    !auth_reload(next.backend_uri, next.backend_password_file, err, sizeof(err))) {
 		STAT_INC(reload_failures);
 		log_error("reload rejected, keeping the current config: %s", err);
 		cfg_free(&next);
