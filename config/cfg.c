@@ -78,6 +78,17 @@ static const struct cfg_key keys[] = {
      "SCRAM-SHA-256$iterations:salt$StoredKey:ServerKey [SCRAM-SHA-1$...] (write lines with "
      "mongoplex --scram-secret db.user, password on stdin). Never a password. Re-read on "
      "reload; refused if writable by group or others."},
+    {"auth_query", CFG_BOOL, OFF(auth_query), "off", 0, 0, true, "client authentication",
+     "With auth_mode = scram: a user not in auth_users_file (or with no file) is looked up on "
+     "the backend with usersInfo {showCredentials: true} as the proxy's backend_uri identity "
+     "(which then needs the viewUser privilege on the user's database); logins wait for the "
+     "lookup (bounded by queue_timeout_ms)."},
+    {"auth_cache_ttl_ms", CFG_INT, OFF(auth_cache_ttl_ms), "60000", 0, INT64_C(86400000), true,
+     "client authentication",
+     "With auth_query: how long a looked-up secret (or the backend's \"no such user\") is "
+     "reused. A login that fails with a cached secret refreshes it once before its error. "
+     "Within this time a password changed or a user dropped on the backend still logs in "
+     "with the old secret (0: look up on every login)."},
     {"auth_max_failures", CFG_INT, OFF(auth_max_failures), "3", 0, 1000000, true,
      "client authentication",
      "A client connection that fails this many logins in a row is closed after the error "
@@ -404,8 +415,8 @@ static bool validate_auth(const struct cfg *c, const char *blame[2], char *err, 
 		snprintf(err, errlen, "auth_mode: \"%s\" is not none or scram", c->auth_mode);
 		return false;
 	}
-	if (strcmp(c->auth_mode, "scram") == 0 && c->auth_users_file[0] == '\0') {
-		snprintf(err, errlen, "auth_mode = scram needs auth_users_file");
+	if (strcmp(c->auth_mode, "scram") == 0 && c->auth_users_file[0] == '\0' && !c->auth_query) {
+		snprintf(err, errlen, "auth_mode = scram needs auth_users_file or auth_query = on");
 		blame[1] = "auth_users_file";
 		return false;
 	}

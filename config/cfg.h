@@ -38,6 +38,8 @@ struct cfg {
 	/* client authentication (proxy/cauth.c) */
 	char *auth_mode; /* "none" | "scram" */
 	char *auth_users_file;
+	bool auth_query;
+	int64_t auth_cache_ttl_ms;
 	int64_t auth_max_failures;
 	bool auth_stats_unauthenticated;
 	/* batching */

@@ -236,6 +236,11 @@ static void deliver(struct server *s, struct evbuffer *buf, uint8_t *data, size_
 		batch_on_reply(s, req, m);
 		return;
 	}
+	if (req->internal_reply != NULL) { /* the proxy's own request (auth_query) */
+		request_internal_reply(req, &m->body);
+		server_release(s);
+		return;
+	}
 	if (cursor_on_reply(req, m)) { /* cursor table; true: it answered the client */
 		server_release(s);
 		return;

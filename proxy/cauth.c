@@ -7,6 +7,7 @@
 #include "proxy/cauth.h"
 
 #include <openssl/crypto.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -17,6 +18,7 @@
 #include "core/request.h"
 #include "core/scram_msg.h"
 #include "core/stats.h"
+#include "proxy/cauth_query.h"
 #include "proxy/client.h"
 
 /* One client's authentication. Rules: authed names db/user; a conversation
@@ -34,7 +36,25 @@ struct cauth_conn {
 	int32_t conv_id;
 	int failures;
 	struct scram_server ss;
+	bool from_query; /* the conversation's secret came from auth_query's cache */
+	/* A login waiting for auth_query (wait_req not NULL): its saslStart
+	 * (wait_cmd, a copy) or its failed saslContinue (refresh before the
+	 * error in wait_why). Freed with the client if still waiting. */
+	struct cq_waiter wait;
+	struct client *client;
+	struct request *wait_req;
+	bson_t *wait_cmd;
+	char wait_why[256];
 };
+
+/* What auth_query answered a waiting saslStart. */
+struct cauth_resolved {
+	enum cq_status st;
+	const struct users_entry *e;
+	const char *why;
+};
+
+enum start_result { START_OK, START_FAIL, START_WAIT };
 
 static struct users_table users;
 static bool enabled;
@@ -49,9 +69,12 @@ bool cauth_start(char *err, size_t errlen)
 	enabled = strcmp(g.cfg.auth_mode, "scram") == 0;
 	if (!enabled)
 		return true;
-	if (!users_load(g.cfg.auth_users_file, &users, err, errlen))
+	if (g.cfg.auth_users_file[0] != '\0' &&
+	    !users_load(g.cfg.auth_users_file, &users, err, errlen))
 		return false;
-	log_info("client authentication: SCRAM, %zu users from %s", users.n, g.cfg.auth_users_file);
+	log_info("client authentication: SCRAM, %zu users from %s%s", users.n,
+		 g.cfg.auth_users_file[0] ? g.cfg.auth_users_file : "(no users file)",
+		 g.cfg.auth_query ? ", others looked up on the backend (auth_query)" : "");
 	return true;
 }
 
@@ -61,7 +84,8 @@ bool cauth_reload(const struct cfg *next, char *err, size_t errlen)
 
 	if (!enabled)
 		return true;
-	if (!users_load(next->auth_users_file, &t, err, errlen))
+	memset(&t, 0, sizeof(t));
+	if (next->auth_users_file[0] != '\0' && !users_load(next->auth_users_file, &t, err, errlen))
 		return false;
 	users_free(&users);
 	users = t;
@@ -80,6 +104,12 @@ void cauth_client_free(struct client *c)
 {
 	if (c->auth == NULL)
 		return;
+	if (c->auth->wait_req != NULL) { /* still waiting for auth_query */
+		cq_cancel(&c->auth->wait);
+		request_free(c->auth->wait_req);
+		if (c->auth->wait_cmd != NULL)
+			bson_destroy(c->auth->wait_cmd);
+	}
 	OPENSSL_cleanse(c->auth, sizeof(*c->auth));
 	free(c->auth);
 	c->auth = NULL;
@@ -88,7 +118,7 @@ void cauth_client_free(struct client *c)
 static void conv_end(struct cauth_conn *a)
 {
 	scram_server_clear(&a->ss);
-	a->in_conv = a->proof_ok = a->skip_empty = false;
+	a->in_conv = a->proof_ok = a->skip_empty = a->from_query = false;
 }
 
 /* A failed login: code 18 (one message whatever the reason: no user
@@ -172,9 +202,39 @@ static void append_sasl_reply(bson_t *doc, int32_t conv_id, bool done, const cha
 
 /* The first step (saslStart, or the one in a hello): server-first in out.
  * False + why when the login cannot go on. */
-static bool sasl_start(struct cauth_conn *a, const bson_t *cmd, const char *db, char *out,
-		       size_t outlen, char *why, size_t whylen)
+/* The user's entry: the users file first, then auth_query (res: what a
+ * lookup this login waited for answered; w: wait for one, NULL: do not). */
+static enum start_result find_user(struct cauth_conn *a, const char *db, const char *user,
+				   const struct cauth_resolved *res, struct cq_waiter *w,
+				   const struct users_entry **e, char *why, size_t whylen)
 {
+	enum cq_status st;
+
+	*e = users_find(&users, db, user);
+	if (*e != NULL || !cq_enabled())
+		return START_OK;
+	if (res != NULL) {
+		st = res->st;
+		*e = res->e;
+	} else if ((st = cq_get(db, user, w, e)) == CQ_NOT_FOUND && w != NULL) {
+		cq_refresh(db, user, w); /* a cached "no such user": check again once */
+		st = CQ_PENDING;
+	}
+	if (st == CQ_PENDING)
+		return START_WAIT;
+	if (st == CQ_ERROR) {
+		snprintf(why, whylen, "auth_query lookup failed: %s", res ? res->why : "?");
+		return START_FAIL;
+	}
+	a->from_query = *e != NULL && res == NULL; /* a fresh answer is not refreshed */
+	return START_OK;
+}
+
+static enum start_result sasl_start(struct cauth_conn *a, const bson_t *cmd, const char *db,
+				    const struct cauth_resolved *res, struct cq_waiter *w,
+				    char *out, size_t outlen, char *why, size_t whylen)
+{
+	enum start_result r;
 	struct scram_client_first cf;
 	const struct users_entry *e;
 	const struct scram_secret *sec;
@@ -188,38 +248,59 @@ static bool sasl_start(struct cauth_conn *a, const bson_t *cmd, const char *db, 
 	if (mech_name == NULL || !scram_mech_parse(mech_name, &m)) {
 		snprintf(why, whylen, "mechanism %s is not supported (SCRAM-SHA-256, SCRAM-SHA-1)",
 			 mech_name ? mech_name : "(none)");
-		return false;
+		return START_FAIL;
 	}
 	if (!get_payload(cmd, &payload, &len)) {
 		snprintf(why, whylen, "saslStart without a payload");
-		return false;
+		return START_FAIL;
 	}
 	if (!scram_msg_parse_first(payload, len, &cf, why, whylen))
-		return false;
+		return START_FAIL;
 	snprintf(a->conv_user, sizeof(a->conv_user), "%s", cf.user);
-	e = users_find(&users, db, cf.user);
+	if ((r = find_user(a, db, cf.user, res, w, &e, why, whylen)) != START_OK)
+		return r;
 	sec = e ? users_secret(e, m) : NULL;
 	if (sec == NULL) {
 		snprintf(why, whylen, e ? "no %s secret for this user" : "unknown user",
 			 scram_mech_name(m));
-		return false;
+		return START_FAIL;
 	}
 	if (!scram_server_start(&a->ss, m, &cf, sec, NULL, out, outlen, why, whylen))
-		return false;
+		return START_FAIL;
 	a->in_conv = true;
 	a->skip_empty = get_skip_empty(cmd);
 	a->conv_id++;
-	return true;
+	return START_OK;
 }
 
-static void cmd_sasl_start(struct client *c, struct request *req, const bson_t *body)
+static void start_resumed(struct cq_waiter *w, enum cq_status st, const struct users_entry *e,
+			  const char *why);
+
+/* Park a request until auth_query answers (wait.done runs then). */
+static void wait_for_query(struct client *c, struct cauth_conn *a, struct request *req)
+{
+	a->client = c;
+	a->wait_req = req;
+}
+
+static void cmd_sasl_start(struct client *c, struct request *req, const bson_t *body,
+			   const struct cauth_resolved *res)
 {
 	struct cauth_conn *a = conn_of(c);
 	char out[SCRAM_MSG_MAX], why[256];
 	const char *db = get_str(body, "$db");
+	enum start_result r;
 	bson_t doc;
 
-	if (!sasl_start(a, body, db ? db : "admin", out, sizeof(out), why, sizeof(why))) {
+	a->wait.done = start_resumed;
+	r = sasl_start(a, body, db ? db : "admin", res, &a->wait, out, sizeof(out), why,
+		       sizeof(why));
+	if (r == START_WAIT) {
+		a->wait_cmd = bson_copy(body);
+		wait_for_query(c, a, req);
+		return;
+	}
+	if (r == START_FAIL) {
 		login_failed(c, req, a->conv_db, a->conv_user, why);
 		return;
 	}
@@ -228,6 +309,39 @@ static void cmd_sasl_start(struct client *c, struct request *req, const bson_t *
 	BSON_APPEND_DOUBLE(&doc, "ok", 1.0);
 	request_reply_doc(req, &doc);
 	bson_destroy(&doc);
+}
+
+/* auth_query answered a waiting saslStart: run it again with the answer. */
+static void start_resumed(struct cq_waiter *w, enum cq_status st, const struct users_entry *e,
+			  const char *why)
+{
+	struct cauth_conn *a = (struct cauth_conn *)((char *)w - offsetof(struct cauth_conn, wait));
+	struct cauth_resolved res = {.st = st, .e = e, .why = why};
+	struct request *req = a->wait_req;
+	bson_t *cmd = a->wait_cmd;
+
+	a->wait_req = NULL;
+	a->wait_cmd = NULL;
+	cmd_sasl_start(a->client, req, cmd, &res);
+	bson_destroy(cmd);
+}
+
+/* A login that failed with a cached secret: its error waits for the
+ * refreshed one, so the client's next attempt uses what the backend has. */
+static void refresh_done(struct cq_waiter *w, enum cq_status st, const struct users_entry *e,
+			 const char *why)
+{
+	struct cauth_conn *a = (struct cauth_conn *)((char *)w - offsetof(struct cauth_conn, wait));
+	struct request *req = a->wait_req;
+	char msg[400];
+
+	(void)e;
+	a->wait_req = NULL;
+	snprintf(msg, sizeof(msg), "%s; cached secret refreshed from the backend: %s", a->wait_why,
+		 st == CQ_FOUND	      ? "the user's secret there is now cached"
+		 : st == CQ_NOT_FOUND ? "the user is no longer there"
+				      : why);
+	login_failed(a->client, req, a->conv_db, a->conv_user, msg);
 }
 
 static bool same_conv(const struct cauth_conn *a, const bson_t *body)
@@ -256,6 +370,14 @@ static void cmd_sasl_continue(struct client *c, struct request *req, const bson_
 	out[0] = '\0';
 	if (!a->proof_ok &&
 	    !scram_server_finish(&a->ss, payload, len, out, sizeof(out), why, sizeof(why))) {
+		if (a->from_query) {
+			snprintf(a->wait_why, sizeof(a->wait_why), "%s", why);
+			a->from_query = false;
+			a->wait.done = refresh_done;
+			wait_for_query(c, a, req);
+			cq_refresh(a->conv_db, a->conv_user, &a->wait);
+			return;
+		}
 		login_failed(c, req, a->conv_db, a->conv_user, why);
 		return;
 	}
@@ -289,8 +411,13 @@ void cauth_command(struct client *c, struct request *req, const bson_t *body)
 			     NULL);
 		return;
 	}
+	if (c->auth != NULL && c->auth->wait_req != NULL) {
+		request_fail(req, 18, "AuthenticationFailed",
+			     "mongoplex: a login of this connection is still in progress", NULL);
+		return;
+	}
 	if (strcmp(req->cmd, "saslStart") == 0) {
-		cmd_sasl_start(c, req, body);
+		cmd_sasl_start(c, req, body, NULL);
 	} else if (strcmp(req->cmd, "saslContinue") == 0) {
 		cmd_sasl_continue(c, req, body);
 	} else if (strcmp(req->cmd, "logout") == 0) {
@@ -377,6 +504,9 @@ static void supported_mechs(const bson_t *hello, bson_t *reply)
 		return;
 	snprintf(db, sizeof(db), "%.*s", (int)(dot - name), name);
 	e = users_find(&users, db, dot + 1);
+	if (e == NULL && cq_enabled())
+		(void)cq_get(db, dot + 1, NULL,
+			     &e); /* a miss starts the lookup saslStart will need */
 	if (e == NULL)
 		return;
 	BSON_APPEND_ARRAY_BEGIN(reply, "saslSupportedMechs", &arr);
@@ -408,7 +538,8 @@ static void speculative(struct client *c, const bson_t *hello, bson_t *reply)
 	if (!bson_init_static(&spec, data, len))
 		return;
 	db = get_str(&spec, "db");
-	if (!sasl_start(a, &spec, db ? db : "admin", out, sizeof(out), why, sizeof(why))) {
+	if (sasl_start(a, &spec, db ? db : "admin", NULL, NULL, out, sizeof(out), why,
+		       sizeof(why)) != START_OK) {
 		client_info(c, "speculative login of \"%s.%s\" not started: %s", a->conv_db,
 			    a->conv_user, why);
 		return;
@@ -448,11 +579,13 @@ bool cauth_check_config(const struct cfg *c, FILE *out)
 			    c->listen_addr);
 		return true;
 	}
+	if (c->auth_users_file[0] == '\0')
+		return true; /* auth_query only */
 	if (!users_load(c->auth_users_file, &t, err, sizeof(err))) {
 		fprintf(out, "mongoplex: auth_users_file: %s\n", err);
 		return false;
 	}
-	if (t.n == 0)
+	if (t.n == 0 && !c->auth_query)
 		fprintf(out, "mongoplex: warning: %s lists no users: nobody can log in\n",
 			c->auth_users_file);
 	users_free(&t);

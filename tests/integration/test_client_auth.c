@@ -566,3 +566,189 @@ Test(client_auth, brute_force_leaves_others_unaffected, .timeout = 240)
 	close(other);
 	env_stop(&e);
 }
+
+/* ---- auth_query: users looked up on the backend ---------------------- */
+
+/* A command straight to FerretDB as its admin identity. */
+static void be_cmd(struct env *e, const char *db, const char *json)
+{
+	char uri[256];
+	mongoc_client_t *c;
+	bson_t reply;
+	bson_error_t err;
+
+	snprintf(uri, sizeof(uri),
+		 "mongodb://" BE_USER ":" BE_PASS
+		 "@%s:%d/?authSource=admin&serverSelectionTimeoutMS=5000",
+		 e->be_host, e->be_port);
+	c = h_client_uri(uri, "cauth-admin");
+	cr_assert(h_cmd_json(c, db, json, &reply, &err), "%s on the backend: %s", json,
+		  err.message);
+	bson_destroy(&reply);
+	mongoc_client_destroy(c);
+}
+
+/* saslStart's message for user (a client-first with a fixed nonce). */
+static void sasl_start_msg(struct h_buf *b, int32_t rid, const char *user, const char *db)
+{
+	char payload[256];
+	bson_t cmd;
+
+	snprintf(payload, sizeof(payload), "n,,n=%s,r=abcdefghijklmnopqrstuvwx", user);
+	bson_init(&cmd);
+	BSON_APPEND_INT32(&cmd, "saslStart", 1);
+	BSON_APPEND_UTF8(&cmd, "mechanism", "SCRAM-SHA-256");
+	bson_append_binary(&cmd, "payload", -1, BSON_SUBTYPE_BINARY, (const uint8_t *)payload,
+			   (uint32_t)strlen(payload));
+	BSON_APPEND_UTF8(&cmd, "$db", db);
+	hb_init(b);
+	h_build_msg(b, rid, 0, &cmd);
+	bson_destroy(&cmd);
+}
+
+Test(client_auth, auth_query_logs_in_users_of_the_backend, .timeout = 120)
+{
+	struct env e;
+	const char *mechs[] = {"SCRAM-SHA-256", "SCRAM-SHA-1", NULL};
+	char who[300];
+	int fd, fds[2];
+	int64_t lookups;
+
+	env_start(&e, "auth_query = on\nauth_cache_ttl_ms = 600000\n");
+	/* Created on the backend after the proxy started; not in the users file. */
+	be_cmd(&e, "app",
+	       "{\"createUser\": \"carol\", \"pwd\": \"carol-Pw3\", \"roles\": [], "
+	       "\"mechanisms\": [\"SCRAM-SHA-1\", \"SCRAM-SHA-256\"]}");
+	for (size_t i = 0; i < 3; i++) {
+		mongoc_client_t *c = login_client(&e, "carol", "carol-Pw3", "app", mechs[i]);
+		char coll[64];
+
+		snprintf(coll, sizeof(coll), "aq%zu", i);
+		crud(c, coll);
+		status_user(c, who, sizeof(who));
+		cr_assert_str_eq(who, "app.carol", "%s", mechs[i] ? mechs[i] : "negotiated");
+		mongoc_client_destroy(c);
+	}
+	cr_assert_eq(counter(&e, "auth_query_lookups"), 1, "one lookup, then the cache");
+	cr_assert_geq(counter(&e, "auth_query_cache_hits"), 2);
+	/* The users file still comes first (no lookup for alice). */
+	fd = raw_connect(e.p);
+	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "alice", "alice-Pw1", "admin", true), 0);
+	cr_assert_eq(raw_login(fd, SCRAM_SHA_1, "carol", "carol-Pw3", "app", false), 0);
+	cr_assert_eq(counter(&e, "auth_query_lookups"), 1);
+	/* Unknown on the backend: 18, logged. */
+	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "nobody", "x-Pw", "app", true), 18);
+	cr_assert(log_wait(e.p, "login failed for user \"app.nobody\": unknown user", 5000));
+	close(fd);
+	/* Two clients' saslStarts of one new user: one lookup between them. */
+	be_cmd(&e, "app", "{\"createUser\": \"dave\", \"pwd\": \"dave-Pw4\", \"roles\": []}");
+	lookups = counter(&e, "auth_query_lookups");
+	for (int i = 0; i < 2; i++) {
+		struct h_buf b;
+
+		fds[i] = raw_connect(e.p);
+		cr_assert(fds[i] >= 0);
+		sasl_start_msg(&b, 500 + i, "dave", "app");
+		cr_assert(raw_send(fds[i], b.data, b.len));
+		hb_free(&b);
+	}
+	for (int i = 0; i < 2; i++) {
+		uint8_t *msg;
+		size_t len;
+		struct raw_reply r;
+
+		cr_assert_eq(raw_recv_msg(fds[i], &msg, &len, 10000), RAW_OK, "client %d", i);
+		cr_assert(raw_parse_reply(msg, len, &r), "client %d", i);
+		cr_assert(h_get_bool(&r.doc, "ok"), "client %d: saslStart refused", i);
+		free(msg);
+		close(fds[i]);
+	}
+	cr_assert_eq(counter(&e, "auth_query_lookups"), lookups + 1,
+		     "concurrent logins of one user share one lookup");
+	cr_log_info("auth_query: lookups %" PRId64 ", cache hits %" PRId64 ", shared %" PRId64,
+		    counter(&e, "auth_query_lookups"), counter(&e, "auth_query_cache_hits"),
+		    counter(&e, "auth_query_shared"));
+	env_stop(&e);
+}
+
+Test(client_auth, auth_query_refreshes_changed_and_dropped_users, .timeout = 120)
+{
+	struct env e;
+	int fd;
+
+	env_start(&e, "auth_query = on\nauth_cache_ttl_ms = 600000\nauth_max_failures = 0\n");
+	be_cmd(&e, "app", "{\"createUser\": \"carol\", \"pwd\": \"old-Pw1\", \"roles\": []}");
+	fd = raw_connect(e.p);
+	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "carol", "old-Pw1", "app", true), 0);
+	be_cmd(&e, "app", "{\"updateUser\": \"carol\", \"pwd\": \"new-Pw2\"}");
+	/* The cached secret is the old one: the new password fails once, and
+	 * its error waits for the refreshed secret, which wins from then on. */
+	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "carol", "new-Pw2", "app", true), 18);
+	cr_assert(
+	    log_wait(e.p, "cached secret refreshed from the backend: the user's secret", 5000));
+	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "carol", "old-Pw1", "app", true), 18,
+		     "the old password after the refresh");
+	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "carol", "new-Pw2", "app", true), 0);
+	cr_assert_eq(raw_login(fd, SCRAM_SHA_1, "carol", "new-Pw2", "app", true), 0);
+	/* Dropped: a failed login refreshes, then the user is unknown. */
+	be_cmd(&e, "app", "{\"dropUser\": \"carol\"}");
+	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "carol", "wrong-Pw", "app", true), 18);
+	cr_assert(log_wait(e.p, "refreshed from the backend: the user is no longer there", 5000));
+	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "carol", "new-Pw2", "app", true), 18,
+		     "a dropped user logged in");
+	cr_assert(log_wait(e.p, "login failed for user \"app.carol\": unknown user", 5000));
+	cr_assert_eq(counter(&e, "auth_query_errors"), 0);
+	close(fd);
+	env_stop(&e);
+}
+
+/* The proxy's identity lacks viewUser: mongod answers usersInfo with code
+ * 13 (FerretDB does not check privileges, so a mockupdb backend does). */
+Test(client_auth, auth_query_identity_without_rights, .timeout = 60)
+{
+	char dir[] = "/tmp/mongoplex-aqmock-XXXXXX", cmd[1024], path[300], line[64] = "";
+	char extra[512];
+	struct proxy *p;
+	FILE *mock, *f;
+	int port = 0, fd;
+
+	cr_assert(mkdtemp(dir) != NULL);
+	/* Its stdin is our pipe: it exits when we close it. */
+	snprintf(cmd, sizeof(cmd),
+		 "exec /usr/bin/python3 %s/tests/integration/mock_backend.py >%s/port",
+		 MP_SOURCE_DIR, dir);
+	mock = popen(cmd, "w");
+	cr_assert(mock != NULL);
+	snprintf(path, sizeof(path), "%s/port", dir);
+	for (int i = 0; i < 400 && port == 0; i++) { /* hang guard: 20 s */
+		if ((f = fopen(path, "r")) != NULL) {
+			if (fgets(line, sizeof(line), f) == NULL ||
+			    sscanf(line, "port %d", &port) != 1)
+				port = 0;
+			fclose(f);
+		}
+		if (port == 0)
+			h_sleep_ms(50);
+	}
+	cr_assert(port > 0, "mock_backend.py did not start (python3-mockupdb?)");
+	snprintf(extra, sizeof(extra),
+		 "backend_uri = mongodb://127.0.0.1:%d/\nauth_mode = scram\nauth_query = on\n"
+		 "auth_stats_unauthenticated = on\n",
+		 port);
+	p = proxy_start(extra);
+	fd = raw_connect(p);
+	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "carol", "carol-Pw3", "app", true), 18);
+	cr_assert(log_wait(p,
+			   "auth_query: usersInfo for \"app.carol\" as the proxy's backend_uri "
+			   "identity failed: the backend refused usersInfo (code 13)",
+			   5000),
+		  "%s", proxy_log_tail(p, 3000));
+	cr_assert(log_contains(p, "needs the viewUser privilege"));
+	cr_assert(log_contains(p, "login failed for user \"app.carol\": auth_query lookup failed"));
+	cr_assert_eq(raw_code(fd, "{\"ping\": 1}", "admin"), 0, "the connection stays usable");
+	close(fd);
+	proxy_stop(p);
+	pclose(mock);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	cr_assert_eq(system(cmd), 0);
+}
