@@ -35,10 +35,14 @@ TAILQ_HEAD(cq_waiter_list, cq_waiter);
 
 /* One user's cache entry. Rules: unique by (db, user) in `entries`, oldest
  * fetch first; waiters only while E_QUEUED / E_RUNNING; ue wiped whenever
- * the state leaves E_FOUND. */
+ * the state leaves E_FOUND; req is the lookup in flight (E_RUNNING), whose
+ * internal_reply points here, and `timer` (queue_timeout_ms) bounds it: on
+ * expiry the request is cut loose (its late reply is dropped). */
 struct cq_entry {
 	TAILQ_ENTRY(cq_entry) link;
 	enum cq_state state;
+	struct request *req;
+	struct event *timer;
 	uint64_t fetched_usec;
 	struct users_entry ue;
 	struct cq_waiter_list waiters;
@@ -68,6 +72,8 @@ static void entry_free(struct cq_entry *e)
 {
 	TAILQ_REMOVE(&entries, e, link);
 	nentries--;
+	if (e->timer != NULL)
+		event_free(e->timer);
 	OPENSSL_cleanse(e, sizeof(*e));
 	free(e);
 }
@@ -138,6 +144,9 @@ static void on_reply(void *arg, const bson_t *reply)
 	char why[300] = "the lookup was abandoned (shutdown or backend gone)";
 	int32_t code = 0;
 
+	e->req = NULL;
+	if (e->timer != NULL)
+		evtimer_del(e->timer);
 	if (reply != NULL &&
 	    usersinfo_parse(reply, e->ue.db, e->ue.user, &r, &code, why, sizeof(why))) {
 		e->fetched_usec = g.now_usec;
@@ -162,6 +171,40 @@ static void on_reply(void *arg, const bson_t *reply)
 	wake(e, CQ_ERROR, why);
 }
 
+static void timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct cq_entry *e = arg;
+	char why[128];
+
+	(void)fd;
+	(void)what;
+	proxy_tick();
+	if (e->req == NULL)
+		return;
+	e->req->internal_reply = NULL; /* its reply, if any, is dropped */
+	e->req = NULL;
+	snprintf(why, sizeof(why), "no answer within queue_timeout_ms = %" PRId64,
+		 g.cfg.queue_timeout_ms);
+	STAT_INC(auth_query_errors);
+	log_error("auth_query: usersInfo for \"%s.%s\": %s", e->ue.db, e->ue.user, why);
+	set_stale(e);
+	wake(e, CQ_ERROR, why);
+}
+
+/* Bound the lookup by queue_timeout_ms (0: the request's own bounds only). */
+static void arm_timer(struct cq_entry *e)
+{
+	struct timeval tv;
+
+	if (g.cfg.queue_timeout_ms <= 0)
+		return;
+	if (e->timer == NULL && (e->timer = evtimer_new(g.base, timeout_cb, e)) == NULL)
+		fatal("out of memory");
+	tv.tv_sec = g.cfg.queue_timeout_ms / 1000;
+	tv.tv_usec = (g.cfg.queue_timeout_ms % 1000) * 1000;
+	evtimer_add(e->timer, &tv);
+}
+
 static void submit(struct cq_entry *e)
 {
 	struct request *req = request_new(NULL, REQ_FORWARD);
@@ -181,6 +224,8 @@ static void submit(struct cq_entry *e)
 	req->internal_reply = on_reply;
 	req->internal_arg = e;
 	e->state = E_RUNNING;
+	e->req = req;
+	arm_timer(e);
 	STAT_INC(auth_query_lookups);
 	log_debug("auth_query: looking up \"%s.%s\" on the backend", e->ue.db, e->ue.user);
 	pool_submit(req);

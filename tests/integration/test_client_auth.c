@@ -731,10 +731,11 @@ Test(client_auth, auth_query_identity_without_rights, .timeout = 60)
 			h_sleep_ms(50);
 	}
 	cr_assert(port > 0, "mock_backend.py did not start (python3-mockupdb?)");
-	snprintf(extra, sizeof(extra),
-		 "backend_uri = mongodb://127.0.0.1:%d/\nauth_mode = scram\nauth_query = on\n"
-		 "auth_stats_unauthenticated = on\n",
-		 port);
+	snprintf(
+	    extra, sizeof(extra),
+	    "backend_uri = mongodb://127.0.0.1:%d/\nauth_mode = scram\nauth_query = on\n"
+	    "auth_stats_unauthenticated = on\nqueue_timeout_ms = 1000\nauth_max_failures = 0\n",
+	    port);
 	p = proxy_start(extra);
 	fd = raw_connect(p);
 	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "carol", "carol-Pw3", "app", true), 18);
@@ -746,6 +747,11 @@ Test(client_auth, auth_query_identity_without_rights, .timeout = 60)
 	cr_assert(log_contains(p, "needs the viewUser privilege"));
 	cr_assert(log_contains(p, "login failed for user \"app.carol\": auth_query lookup failed"));
 	cr_assert_eq(raw_code(fd, "{\"ping\": 1}", "admin"), 0, "the connection stays usable");
+	/* A lookup the backend never answers ends at queue_timeout_ms (1 s here). */
+	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "heldcarol", "carol-Pw3", "app", true), 18);
+	cr_assert(log_contains(p, "auth_query: usersInfo for \"app.heldcarol\": no answer within "
+				  "queue_timeout_ms = 1000"),
+		  "%s", proxy_log_tail(p, 2000));
 	close(fd);
 	proxy_stop(p);
 	pclose(mock);
