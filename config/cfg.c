@@ -70,7 +70,8 @@ static const struct cfg_key keys[] = {
     {"auth_mode", CFG_STRING, OFF(auth_mode), "none", 0, 0, false, "client authentication",
      "none: every client that reaches the listener gets the proxy's backend rights (for "
      "loopback sidecars; --test-config warns when listen_addr is not loopback). scram: "
-     "clients log in with SCRAM-SHA-256 or SCRAM-SHA-1 against auth_users_file; before "
+     "clients log in with SCRAM-SHA-256 or SCRAM-SHA-1 against auth_users_file (and/or "
+     "auth_query); before "
      "that only hello, ping, buildInfo and the SASL commands run (others: code 13). "
      "Authenticated clients run on the proxy's own backend identity (shared)."},
     {"auth_users_file", CFG_STRING, OFF(auth_users_file), "", 0, 0, true, "client authentication",
