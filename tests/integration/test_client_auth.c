@@ -16,6 +16,13 @@
  * auth_mode = none on a non-loopback listen_addr and refuses a bad users file;
  * 1,000 wrong passwords leave another client's pings unaffected. Figures
  * (logins/s, the other client's p50 during logins) with --verbose.
+ * auth_query: users created on the backend after the proxy started log in
+ * (SHA-256, SHA-1, negotiated; one lookup, then the cache; two concurrent
+ * saslStarts share one lookup); the users file comes first; unknown -> 18;
+ * a password changed on the backend: the new one fails once (refresh), then
+ * the old one is refused and the new one accepted; a dropped user -> 18
+ * after the refresh; an identity without viewUser (mockupdb answering code
+ * 13) and a lookup never answered (queue_timeout_ms) -> logged error + 18.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
