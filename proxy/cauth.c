@@ -200,8 +200,6 @@ static void append_sasl_reply(bson_t *doc, int32_t conv_id, bool done, const cha
 			   (uint32_t)strlen(payload));
 }
 
-/* The first step (saslStart, or the one in a hello): server-first in out.
- * False + why when the login cannot go on. */
 /* The user's entry: the users file first, then auth_query (res: what a
  * lookup this login waited for answered; w: wait for one, NULL: do not). */
 static enum start_result find_user(struct cauth_conn *a, const char *db, const char *user,
@@ -230,6 +228,9 @@ static enum start_result find_user(struct cauth_conn *a, const char *db, const c
 	return START_OK;
 }
 
+/* The first step (saslStart, or the one in a hello): server-first in out.
+ * START_FAIL + why when the login cannot go on; START_WAIT while auth_query
+ * looks the user up (w waits for it; NULL: only warm the cache). */
 static enum start_result sasl_start(struct cauth_conn *a, const bson_t *cmd, const char *db,
 				    const struct cauth_resolved *res, struct cq_waiter *w,
 				    char *out, size_t outlen, char *why, size_t whylen)
