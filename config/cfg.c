@@ -95,6 +95,37 @@ static const struct cfg_key keys[] = {
      "noticed through the awaitable hello). A replica set or mongos backend is always "
      "presented as a mongos. A change on reload bumps the topologyVersion."},
 
+    {"auth_mode", CFG_STRING, OFF(auth_mode), "none", 0, 0, false, "client authentication",
+     "none: every client that reaches the listener gets the proxy's backend rights (for "
+     "loopback sidecars; --test-config warns when listen_addr is not loopback). scram: "
+     "clients log in with SCRAM-SHA-256 or SCRAM-SHA-1 against auth_users_file (and/or "
+     "auth_query); before "
+     "that only hello, ping, buildInfo and the SASL commands run (others: code 13). "
+     "Authenticated clients run on the proxy's own backend identity (shared)."},
+    {"auth_users_file", CFG_STRING, OFF(auth_users_file), "", 0, 0, true, "client authentication",
+     "With auth_mode = scram: the users and their SCRAM verifiers, one line each: db.user "
+     "SCRAM-SHA-256$iterations:salt$StoredKey:ServerKey [SCRAM-SHA-1$...] (write lines with "
+     "mongoplex --scram-secret db.user, password on stdin). Never a password. Re-read on "
+     "reload; refused if writable by group or others."},
+    {"auth_query", CFG_BOOL, OFF(auth_query), "off", 0, 0, true, "client authentication",
+     "With auth_mode = scram: a user not in auth_users_file (or with no file) is looked up on "
+     "the backend with usersInfo {showCredentials: true} as the proxy's backend_uri identity "
+     "(which then needs the viewUser privilege on the user's database); logins wait for the "
+     "lookup (bounded by queue_timeout_ms)."},
+    {"auth_cache_ttl_ms", CFG_INT, OFF(auth_cache_ttl_ms), "60000", 0, INT64_C(86400000), true,
+     "client authentication",
+     "With auth_query: how long a looked-up secret (or the backend's \"no such user\") is "
+     "reused. A login that fails with a cached secret refreshes it once before its error. "
+     "Within this time a password changed or a user dropped on the backend still logs in "
+     "with the old secret (0: look up on every login)."},
+    {"auth_max_failures", CFG_INT, OFF(auth_max_failures), "3", 0, 1000000, true,
+     "client authentication",
+     "A client connection that fails this many logins in a row is closed after the error "
+     "(0: never closed for failed logins). Every failure is logged and counted."},
+    {"auth_stats_unauthenticated", CFG_BOOL, OFF(auth_stats_unauthenticated), "off", 0, 0, true,
+     "client authentication",
+     "With auth_mode = scram: allow mongoplexStats before a client has logged in."},
+
     {"batching", CFG_BOOL, OFF(batching), "on", 0, 0, true, "batching",
      "Coalesce concurrent find-by-_id lookups into one {_id: {$in: [...]}} query."},
     {"batch_max_ids", CFG_INT, OFF(batch_max_ids), "1000", 1, 100000, true, "batching",
@@ -464,6 +495,21 @@ static bool validate_client_tls(const struct cfg *c, const char *blame[2], char 
 	return true;
 }
 
+static bool validate_auth(const struct cfg *c, const char *blame[2], char *err, size_t errlen)
+{
+	blame[0] = "auth_mode";
+	if (strcmp(c->auth_mode, "none") != 0 && strcmp(c->auth_mode, "scram") != 0) {
+		snprintf(err, errlen, "auth_mode: \"%s\" is not none or scram", c->auth_mode);
+		return false;
+	}
+	if (strcmp(c->auth_mode, "scram") == 0 && c->auth_users_file[0] == '\0' && !c->auth_query) {
+		snprintf(err, errlen, "auth_mode = scram needs auth_users_file or auth_query = on");
+		blame[1] = "auth_users_file";
+		return false;
+	}
+	return true;
+}
+
 /* Cross-field checks; `blame` names the settings a failure is about. */
 static bool validate(const struct cfg *c, const char *blame[2], char *err, size_t errlen)
 {
@@ -487,6 +533,8 @@ static bool validate(const struct cfg *c, const char *blame[2], char *err, size_
 		return false;
 	}
 	if (!validate_client_tls(c, blame, err, errlen))
+		return false;
+	if (!validate_auth(c, blame, err, errlen))
 		return false;
 	blame[0] = "metrics_listen";
 	if (!validate_hostport("metrics_listen", c->metrics_listen, err, errlen))

@@ -43,6 +43,13 @@ struct cfg {
 	int64_t server_idle_timeout_ms;
 	int64_t reconnect_backoff_max_ms;
 	bool advertise_mongos; /* hello says isdbgrid over a standalone backend */
+	/* client authentication (proxy/cauth.c) */
+	char *auth_mode; /* "none" | "scram" */
+	char *auth_users_file;
+	bool auth_query;
+	int64_t auth_cache_ttl_ms;
+	int64_t auth_max_failures;
+	bool auth_stats_unauthenticated;
 	/* batching */
 	bool batching;
 	int64_t batch_max_ids;

@@ -22,6 +22,7 @@
 #define MP_ERRORS(X)                                                                               \
 	X(BAD_VALUE, 2, "BadValue", NULL)                                                          \
 	X(HOST_UNREACHABLE, 6, "HostUnreachable", NULL)                                            \
+	X(UNAUTHORIZED, 13, "Unauthorized", NULL)                                                  \
 	X(TYPE_MISMATCH, 14, "TypeMismatch", NULL)                                                 \
 	X(OVERFLOW, 15, "Overflow", NULL)                                                          \
 	X(AUTHENTICATION_FAILED, 18, "AuthenticationFailed", NULL)                                 \

@@ -75,6 +75,11 @@ struct request {
 	bson_t *read_pref;
 	int txn_pin;
 	bool select_waiting;
+	/* A request the proxy makes itself (no client; proxy/cauth_query.c): its
+	 * reply, or the error the proxy would have answered, goes here once;
+	 * NULL reply: abandoned unanswered. */
+	void (*internal_reply)(void *arg, const bson_t *reply);
+	void *internal_arg;
 };
 
 TAILQ_HEAD(request_list, request);
@@ -88,6 +93,10 @@ void request_release_held(struct request *req);
 /* Deliver a reply to the request's client (if still there) and finish it. */
 void request_reply_raw(struct request *req, struct evbuffer *reply);
 void request_reply_doc(struct request *req, const bson_t *doc);
+
+/* A backend reply to an internal request (internal_reply set): hand it over
+ * and finish the request. */
+void request_internal_reply(struct request *req, const bson_t *body);
 
 /* Answer with a MongoDB error {ok:0, code, codeName, errmsg, errorLabels}. */
 void request_fail(struct request *req, int code, const char *codename, const char *msg,

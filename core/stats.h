@@ -57,6 +57,15 @@
 	X(hellos_awaited, "Awaitable hellos held (topologyVersion + maxAwaitTimeMS)")              \
 	X(hello_stream_replies, "Replies to held or exhaust-streamed hellos")                      \
 	X(topology_changes, "topologyVersion counter bumps (drain, primary, advertised limits)")   \
+	X(client_auth_ok, "Client logins that succeeded (SCRAM)")                                  \
+	X(client_auth_failures, "Client logins refused (code 18: wrong proof, unknown user, ...)") \
+	X(client_auth_speculative, "Client logins whose first step rode in the hello")             \
+	X(client_auth_closed, "Client connections closed after auth_max_failures failed logins")   \
+	X(auth_query_lookups, "usersInfo lookups the proxy sent for auth_query")                   \
+	X(auth_query_errors, "auth_query lookups that failed (backend refusal, bad reply, ...)")   \
+	X(auth_query_cache_hits, "Logins served by a cached auth_query secret")                    \
+	X(auth_query_shared, "Logins that joined a lookup already running for their user")         \
+	X(client_auth_unauthorized, "Commands refused before login (code 13 Unauthorized)")        \
 	X(reloads, "Successful configuration reloads")                                             \
 	X(reload_failures, "Rejected configuration reloads")                                       \
 	X(compress_refused, "OP_COMPRESSED messages refused (corrupt, oversized, not enabled)")    \

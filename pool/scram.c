@@ -1,6 +1,6 @@
 /*
  * scram.c — SCRAM-SHA-1/SHA-256 client messages (RFC 5802, RFC 7677, the
- * MongoDB authentication spec) on OpenSSL primitives and libgsasl's SASLprep.
+ * MongoDB authentication spec) on the primitives of core/scram_prim.c.
  *
  *   SaltedPassword  = PBKDF2-HMAC-H(prepared password, salt, i)   (cached)
  *   ClientKey       = HMAC(SaltedPassword, "Client Key")          (cached)
@@ -11,14 +11,7 @@
  */
 #include "pool/scram.h"
 
-#include <ctype.h>
-#include <gsasl.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/md5.h>
-#include <openssl/rand.h>
-#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,112 +48,6 @@ void scram_cache_flush(void)
 	cache_next = 0;
 }
 
-const char *scram_mech_name(enum scram_mech m)
-{
-	return m == SCRAM_SHA_1 ? "SCRAM-SHA-1" : "SCRAM-SHA-256";
-}
-
-bool scram_mech_parse(const char *name, enum scram_mech *out)
-{
-	if (strcmp(name, "SCRAM-SHA-1") == 0)
-		*out = SCRAM_SHA_1;
-	else if (strcmp(name, "SCRAM-SHA-256") == 0)
-		*out = SCRAM_SHA_256;
-	else
-		return false;
-	return true;
-}
-
-static const EVP_MD *mech_md(enum scram_mech m)
-{
-	return m == SCRAM_SHA_1 ? EVP_sha1() : EVP_sha256();
-}
-
-static size_t mech_len(enum scram_mech m)
-{
-	return m == SCRAM_SHA_1 ? SHA_DIGEST_LENGTH : SHA256_DIGEST_LENGTH;
-}
-
-static bool md5_hex(const char *user, const char *password, char *out, size_t outlen)
-{
-	uint8_t digest[EVP_MAX_MD_SIZE];
-	unsigned int dlen = 0;
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	bool ok = ctx && EVP_DigestInit_ex(ctx, EVP_md5(), NULL) &&
-		  EVP_DigestUpdate(ctx, user, strlen(user)) &&
-		  EVP_DigestUpdate(ctx, ":mongo:", 7) &&
-		  EVP_DigestUpdate(ctx, password, strlen(password)) &&
-		  EVP_DigestFinal_ex(ctx, digest, &dlen);
-
-	EVP_MD_CTX_free(ctx);
-	if (!ok || outlen < 2 * (size_t)dlen + 1)
-		return false;
-	for (unsigned int i = 0; i < dlen; i++)
-		snprintf(out + 2 * i, 3, "%02x", digest[i]);
-	OPENSSL_cleanse(digest, sizeof(digest));
-	return true;
-}
-
-bool scram_prepare_password(enum scram_mech m, const char *user, const char *password, char *out,
-			    size_t outlen, char *err, size_t errlen)
-{
-	char *prepped = NULL;
-	int rc, stringprep_rc = 0;
-	size_t n;
-
-	if (m == SCRAM_SHA_1) {
-		if (md5_hex(user, password, out, outlen))
-			return true;
-		snprintf(err, errlen, "cannot digest the password (MD5)");
-		return false;
-	}
-	rc = gsasl_saslprep(password, 0, &prepped, &stringprep_rc);
-	if (rc != GSASL_OK) {
-		snprintf(err, errlen, "the password is not valid for SASLprep: %s",
-			 gsasl_strerror(rc));
-		return false;
-	}
-	n = strlen(prepped);
-	if (n + 1 > outlen) {
-		OPENSSL_cleanse(prepped, n);
-		gsasl_free(prepped);
-		snprintf(err, errlen, "the password is too long (at most %zu bytes)", outlen - 1);
-		return false;
-	}
-	memcpy(out, prepped, n + 1);
-	OPENSSL_cleanse(prepped, n);
-	gsasl_free(prepped);
-	return true;
-}
-
-/* saslname: ',' and '=' escaped as =2C and =3D. */
-static bool escape_user(const char *user, char *out, size_t outlen)
-{
-	size_t o = 0;
-
-	for (const char *p = user; *p; p++) {
-		const char *rep = *p == ',' ? "=2C" : *p == '=' ? "=3D" : NULL;
-		size_t n = rep ? 3 : 1;
-
-		if (o + n + 1 > outlen)
-			return false;
-		memcpy(out + o, rep ? rep : p, n);
-		o += n;
-	}
-	out[o] = '\0';
-	return true;
-}
-
-static bool random_nonce(char *out, size_t outlen)
-{
-	uint8_t raw[24];
-
-	if (outlen < 33 || RAND_bytes(raw, sizeof(raw)) != 1)
-		return false;
-	EVP_EncodeBlock((unsigned char *)out, raw, sizeof(raw));
-	return true;
-}
-
 bool scram_start(struct scram *sc, enum scram_mech m, const char *user, const char *prepared,
 		 const char *nonce, char *out, size_t outlen, char *err, size_t errlen)
 {
@@ -171,13 +58,13 @@ bool scram_start(struct scram *sc, enum scram_mech m, const char *user, const ch
 	if (snprintf(sc->user, sizeof(sc->user), "%s", user) >= (int)sizeof(sc->user) ||
 	    snprintf(sc->prepared, sizeof(sc->prepared), "%s", prepared) >=
 		(int)sizeof(sc->prepared) ||
-	    !escape_user(user, escaped, sizeof(escaped))) {
+	    !scram_escape_user(user, escaped, sizeof(escaped))) {
 		snprintf(err, errlen, "user name or password too long");
 		return false;
 	}
 	if (nonce != NULL)
 		snprintf(sc->client_nonce, sizeof(sc->client_nonce), "%s", nonce);
-	else if (!random_nonce(sc->client_nonce, sizeof(sc->client_nonce))) {
+	else if (!scram_random_nonce(sc->client_nonce, sizeof(sc->client_nonce))) {
 		snprintf(err, errlen, "cannot draw a random nonce (RAND_bytes)");
 		return false;
 	}
@@ -191,6 +78,28 @@ bool scram_start(struct scram *sc, enum scram_mech m, const char *user, const ch
 	return true;
 }
 
+bool scram_start_keys(struct scram *sc, enum scram_mech m, const char *user,
+		      const uint8_t *client_key, const uint8_t *server_key, const uint8_t *salt,
+		      size_t salt_len, uint32_t iterations, const char *nonce, char *out,
+		      size_t outlen, char *err, size_t errlen)
+{
+	size_t hl = scram_hash_len(m);
+
+	if (salt_len == 0 || salt_len > SCRAM_MAX_SALT) {
+		snprintf(err, errlen, "bad salt length %zu", salt_len);
+		return false;
+	}
+	if (!scram_start(sc, m, user, "", nonce, out, outlen, err, errlen))
+		return false;
+	sc->have_keys = true;
+	memcpy(sc->kc, client_key, hl);
+	memcpy(sc->keys.server_key, server_key, hl);
+	memcpy(sc->keys.salt, salt, salt_len);
+	sc->keys.salt_len = salt_len;
+	sc->keys.iterations = iterations;
+	return true;
+}
+
 /* The server-first-message's attributes. */
 struct server_first {
 	const char *nonce;
@@ -199,39 +108,6 @@ struct server_first {
 	size_t salt_len;
 	uint32_t iterations;
 };
-
-/* Decode base64 (len multiple of 4) into out; false if invalid or too big. */
-static bool b64_decode(const char *in, size_t len, uint8_t *out, size_t outcap, size_t *outlen)
-{
-	uint8_t buf[3 * (SCRAM_MSG_MAX / 4) + 3];
-	int n;
-	size_t pad = 0;
-
-	if (len == 0 || len % 4 != 0 || len > SCRAM_MSG_MAX)
-		return false;
-	/* Strict: the alphabet only, '=' only as the last one or two characters
-	 * (EVP_DecodeBlock alone accepts "eA=5" and the salt would differ from
-	 * the server's; found by tests/fuzz/fuzz_scram_client.c). */
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)in[i];
-
-		if (c == '=' ? i + 2 < len || (i + 1 < len && in[i + 1] != '=')
-			     : !(isalnum(c) || c == '+' || c == '/'))
-			return false;
-	}
-	n = EVP_DecodeBlock(buf, (const unsigned char *)in, (int)len);
-	if (n < 0)
-		return false;
-	if (in[len - 1] == '=')
-		pad++;
-	if (in[len - 2] == '=')
-		pad++;
-	if ((size_t)n < pad || (size_t)n - pad > outcap)
-		return false;
-	*outlen = (size_t)n - pad;
-	memcpy(out, buf, *outlen);
-	return true;
-}
 
 static bool parse_iterations(const char *v, size_t len, uint32_t *out)
 {
@@ -274,7 +150,8 @@ static bool parse_server_first(const char *msg, size_t len, struct server_first 
 			sf->nonce = v;
 			sf->nonce_len = vlen;
 		} else if (p[0] == 's' && !have_s) {
-			have_s = b64_decode(v, vlen, sf->salt, sizeof(sf->salt), &sf->salt_len);
+			have_s =
+			    scram_b64_decode(v, vlen, sf->salt, sizeof(sf->salt), &sf->salt_len);
 			if (!have_s) {
 				snprintf(err, errlen, "server-first-message: invalid salt");
 				return false;
@@ -317,14 +194,6 @@ static bool check_server_first(const struct scram *sc, const struct server_first
 	return true;
 }
 
-static bool hmac(enum scram_mech m, const uint8_t *key, size_t keylen, const void *data, size_t len,
-		 uint8_t *out)
-{
-	unsigned int n = 0;
-
-	return HMAC(mech_md(m), key, (int)keylen, data, len, out, &n) != NULL && n == mech_len(m);
-}
-
 static struct scram_cache_entry *cache_find(const struct scram *sc, const struct server_first *sf)
 {
 	for (int i = 0; i < CACHE_SLOTS; i++) {
@@ -342,8 +211,6 @@ static struct scram_cache_entry *cache_find(const struct scram *sc, const struct
 static struct scram_cache_entry *derive_keys(struct scram *sc, const struct server_first *sf)
 {
 	struct scram_cache_entry *e = cache_find(sc, sf);
-	uint8_t salted[SCRAM_MAX_HASH];
-	size_t hl = mech_len(sc->mech);
 	bool ok;
 
 	if (e != NULL)
@@ -353,11 +220,8 @@ static struct scram_cache_entry *derive_keys(struct scram *sc, const struct serv
 	OPENSSL_cleanse(e, sizeof(*e));
 	pbkdf2_runs++;
 	sc->computed_pbkdf2 = true;
-	ok = PKCS5_PBKDF2_HMAC(sc->prepared, (int)strlen(sc->prepared), sf->salt, (int)sf->salt_len,
-			       (int)sf->iterations, mech_md(sc->mech), (int)hl, salted) == 1 &&
-	     hmac(sc->mech, salted, hl, "Client Key", 10, e->client_key) &&
-	     hmac(sc->mech, salted, hl, "Server Key", 10, e->server_key);
-	OPENSSL_cleanse(salted, sizeof(salted));
+	ok = scram_derive_keys(sc->mech, sc->prepared, sf->salt, sf->salt_len, sf->iterations,
+			       e->client_key, e->server_key);
 	if (!ok) {
 		OPENSSL_cleanse(e, sizeof(*e));
 		return NULL;
@@ -372,16 +236,35 @@ static struct scram_cache_entry *derive_keys(struct scram *sc, const struct serv
 	return e;
 }
 
+/* scram_start_keys: the given keys, if the server's salt and count are theirs. */
+static struct scram_cache_entry *given_keys(const struct scram *sc, const struct server_first *sf,
+					    struct scram_cache_entry *e, char *err, size_t errlen)
+{
+	size_t hl = scram_hash_len(sc->mech);
+
+	if (sf->iterations != sc->keys.iterations || sf->salt_len != sc->keys.salt_len ||
+	    memcmp(sf->salt, sc->keys.salt, sf->salt_len) != 0) {
+		snprintf(err, errlen,
+			 "the server's salt or iteration count (%u) differ from the user's "
+			 "verifier (%u): the user's secret changed",
+			 sf->iterations, sc->keys.iterations);
+		return NULL;
+	}
+	memset(e, 0, sizeof(*e));
+	memcpy(e->client_key, sc->kc, hl);
+	memcpy(e->server_key, sc->keys.server_key, hl);
+	return e;
+}
+
 static bool proof_and_signature(struct scram *sc, const struct scram_cache_entry *e,
 				const char *auth_msg, uint8_t *proof)
 {
-	size_t hl = mech_len(sc->mech);
+	size_t hl = scram_hash_len(sc->mech);
 	uint8_t stored[SCRAM_MAX_HASH], client_sig[SCRAM_MAX_HASH];
-	unsigned int n = 0;
-	bool ok =
-	    EVP_Digest(e->client_key, hl, stored, &n, mech_md(sc->mech), NULL) == 1 &&
-	    hmac(sc->mech, stored, hl, auth_msg, strlen(auth_msg), client_sig) &&
-	    hmac(sc->mech, e->server_key, hl, auth_msg, strlen(auth_msg), sc->server_signature);
+	bool ok = scram_hash(sc->mech, e->client_key, hl, stored) &&
+		  scram_hmac(sc->mech, stored, hl, auth_msg, strlen(auth_msg), client_sig) &&
+		  scram_hmac(sc->mech, e->server_key, hl, auth_msg, strlen(auth_msg),
+			     sc->server_signature);
 
 	for (size_t i = 0; ok && i < hl; i++)
 		proof[i] = e->client_key[i] ^ client_sig[i];
@@ -398,6 +281,7 @@ bool scram_client_final(struct scram *sc, const char *server_first, size_t len, 
 	char without_proof[SCRAM_MSG_MAX], auth_msg[3 * SCRAM_MSG_MAX];
 	char proof_b64[2 * SCRAM_MAX_HASH];
 	uint8_t proof[SCRAM_MAX_HASH];
+	struct scram_cache_entry given;
 	bool ok;
 
 	if (sc->step != 1 || len == 0 || len >= SCRAM_MSG_MAX) {
@@ -411,13 +295,16 @@ bool scram_client_final(struct scram *sc, const char *server_first, size_t len, 
 		 sf.nonce);
 	snprintf(auth_msg, sizeof(auth_msg), "%s,%.*s,%s", sc->client_first_bare, (int)len,
 		 server_first, without_proof);
-	e = derive_keys(sc, &sf);
+	e = sc->have_keys ? given_keys(sc, &sf, &given, err, errlen) : derive_keys(sc, &sf);
+	if (e == NULL && sc->have_keys)
+		return false;
 	ok = e != NULL && proof_and_signature(sc, e, auth_msg, proof);
+	OPENSSL_cleanse(&given, sizeof(given));
 	if (!ok) {
 		snprintf(err, errlen, "SCRAM key derivation failed (OpenSSL)");
 		return false;
 	}
-	EVP_EncodeBlock((unsigned char *)proof_b64, proof, (int)mech_len(sc->mech));
+	scram_b64_encode(proof, scram_hash_len(sc->mech), proof_b64);
 	OPENSSL_cleanse(proof, sizeof(proof));
 	if (snprintf(out, outlen, "%s,p=%s", without_proof, proof_b64) >= (int)outlen) {
 		snprintf(err, errlen, "client-final-message too long");
@@ -430,7 +317,7 @@ bool scram_client_final(struct scram *sc, const char *server_first, size_t len, 
 bool scram_verify_final(struct scram *sc, const char *msg, size_t len, char *err, size_t errlen)
 {
 	uint8_t sig[SCRAM_MSG_MAX];
-	size_t siglen = 0, hl = mech_len(sc->mech);
+	size_t siglen = 0, hl = scram_hash_len(sc->mech);
 	const char *comma;
 
 	if (sc->step != 2) {
@@ -445,7 +332,7 @@ bool scram_verify_final(struct scram *sc, const char *msg, size_t len, char *err
 	if (comma != NULL)
 		len = (size_t)(comma - msg); /* extensions after v= are ignored */
 	if (len < 2 || msg[0] != 'v' || msg[1] != '=' ||
-	    !b64_decode(msg + 2, len - 2, sig, sizeof(sig), &siglen) || siglen != hl ||
+	    !scram_b64_decode(msg + 2, len - 2, sig, sizeof(sig), &siglen) || siglen != hl ||
 	    CRYPTO_memcmp(sig, sc->server_signature, hl) != 0) {
 		snprintf(err, errlen,
 			 "the server's SCRAM signature is wrong: the server did not prove it "

@@ -22,15 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum scram_mech {
-	SCRAM_SHA_1,
-	SCRAM_SHA_256,
-};
-
-#define SCRAM_MAX_HASH	     32	      /* SHA-256 output */
-#define SCRAM_MIN_ITERATIONS 4096     /* MongoDB auth spec minimum */
-#define SCRAM_MAX_ITERATIONS 10000000 /* refuse absurd counts (PBKDF2 blocks the loop) */
-#define SCRAM_MSG_MAX	     1024
+#include "core/scram_prim.h"
 
 /* One conversation. Rules: scram_start, then scram_client_final, then
  * scram_verify_final, each at most once, in that order; `step` says where
@@ -44,22 +36,30 @@ struct scram {
 	char client_first_bare[SCRAM_MSG_MAX];
 	uint8_t server_signature[SCRAM_MAX_HASH];
 	bool computed_pbkdf2; /* scram_client_final ran PBKDF2 (cache miss) */
+	/* scram_start_keys: the keys are given (no password, no PBKDF2) and
+	 * valid only for this salt and iteration count. */
+	bool have_keys;
+	struct scram_secret keys; /* stored_key unused; client_key in kc */
+	uint8_t kc[SCRAM_MAX_HASH];
 };
 
-const char *scram_mech_name(enum scram_mech m);
-/* "SCRAM-SHA-1" / "SCRAM-SHA-256" -> mech; false for anything else. */
-bool scram_mech_parse(const char *name, enum scram_mech *out) __attribute__((warn_unused_result));
-
-/* The password the SCRAM exchange uses for this mechanism. */
-bool scram_prepare_password(enum scram_mech m, const char *user, const char *password, char *out,
-			    size_t outlen, char *err, size_t errlen)
-    __attribute__((warn_unused_result));
+/* scram_mech_name, scram_mech_parse, scram_prepare_password: core/scram_prim.h. */
 
 /* Begin: writes the client-first-message ("n,,n=user,r=nonce") to out.
  * `nonce` NULL: 24 random bytes, base64. `prepared` from scram_prepare_password. */
 bool scram_start(struct scram *sc, enum scram_mech m, const char *user, const char *prepared,
 		 const char *nonce, char *out, size_t outlen, char *err, size_t errlen)
     __attribute__((warn_unused_result));
+
+/* Begin with a ClientKey and ServerKey instead of a password, e.g. the
+ * ClientKey recovered from a client's proof (core/scram_msg.h): a per-user
+ * backend login that never knew the password. `salt`/`iterations` are the
+ * ones the keys belong to; a server that sends others is refused with a
+ * reason (the user's secret changed). */
+bool scram_start_keys(struct scram *sc, enum scram_mech m, const char *user,
+		      const uint8_t *client_key, const uint8_t *server_key, const uint8_t *salt,
+		      size_t salt_len, uint32_t iterations, const char *nonce, char *out,
+		      size_t outlen, char *err, size_t errlen) __attribute__((warn_unused_result));
 
 /* server-first-message (len bytes, not NUL-terminated) -> client-final-message. */
 bool scram_client_final(struct scram *sc, const char *server_first, size_t len, char *out,

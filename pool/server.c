@@ -248,7 +248,12 @@ static void deliver(struct server *s, struct evbuffer *buf, uint8_t *data, size_
 		return;
 	}
 	select_on_reply(s->pool, &m->body); /* replica sets: "not primary" */
-	if (cursor_on_reply(req, m)) {	    /* cursor table; true: it answered the client */
+	if (req->internal_reply != NULL) {  /* the proxy's own request (auth_query) */
+		request_internal_reply(req, &m->body);
+		server_release(s);
+		return;
+	}
+	if (cursor_on_reply(req, m)) { /* cursor table; true: it answered the client */
 		server_release(s);
 		return;
 	}

@@ -51,6 +51,7 @@
 #include "proxy/admin.h"
 #include "proxy/awaithello.h"
 #include "proxy/client_tls.h"
+#include "proxy/cauth.h"
 #include "proxy/cursor.h"
 #include "core/handshake.h"
 #include "proxy/membound.h"
@@ -225,6 +226,7 @@ void client_free_deferred(void)
 		account_stop(c);
 		sbuf_free(&c->sb);
 		event_free(c->resume_ev);
+		cauth_client_free(c);
 		free(c);
 	}
 }
@@ -331,8 +333,10 @@ void client_answer_hello(struct request *req, const struct backend_info *bi)
 				   &reply)) {
 		c->hello_seen = true;
 		ccomp_hello(c, req->hello_cmd, &reply);
-	} else
+		cauth_extend_hello(c, req->hello_cmd, &reply);
+	} else {
 		STAT_INC(requests_errors);
+	}
 	request_reply_doc(req, &reply);
 	bson_destroy(&reply);
 }
@@ -385,11 +389,7 @@ static void handle_local(struct client *c, const struct wire_msg *m, const struc
 		admin_stats_reply(req);
 		return;
 	case ROUTE_AUTH:
-		request_fail(
-		    req, MP_ERR(AUTHENTICATION_FAILED),
-		    "mongoplex: client authentication is not supported yet; connect without "
-		    "credentials (the proxy authenticates to the backend itself)",
-		    NULL);
+		cauth_command(c, req, &m->body);
 		return;
 	default:
 		request_fail(req, MP_ERR(COMMAND_NOT_FOUND), ri->refuse_msg, NULL);
@@ -485,6 +485,8 @@ static void handle_op_msg(struct client *c, struct evbuffer *buf, uint8_t *data,
 			     MP_ERR_LABELS(SHUTDOWN_IN_PROGRESS));
 		return;
 	}
+	if (!cauth_admit(c, req, &m.body, &ri))
+		return; /* answered by client authentication (proxy/cauth.c) */
 	if (ri.route != ROUTE_FORWARD) {
 		handle_local(c, &m, &ri, req);
 		return;

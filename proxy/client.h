@@ -54,6 +54,7 @@ struct client {
 	 * client's unacknowledged write, until an acknowledged exchange ends there. */
 	struct server *sticky;
 	struct awaited_hello *awaiting; /* its held hello (proxy/awaithello.c), or NULL */
+	struct cauth_conn *auth; /* proxy/cauth.c: login state (NULL until the first SASL step) */
 };
 
 TAILQ_HEAD(client_list, client);

@@ -11,6 +11,7 @@
 #include "config/cfg.h"
 #include "config/secret.h"
 #include "pool/auth.h"
+#include "proxy/cauth.h"
 #include "proxy/proxy.h"
 #include "version.h"
 
@@ -25,6 +26,8 @@ static void usage(FILE *out)
 	    "  -v, --verbose              log at debug level (overrides log_level)\n"
 	    "      --help-config          describe every setting\n"
 	    "      --write-example-config print the annotated example configuration\n"
+	    "      --scram-secret USER    read a password on stdin, print the auth_users_file\n"
+	    "                             line for USER (db.user; plain user means admin.user)\n"
 	    "  -V, --version              print the version\n"
 	    "  -h, --help                 this text\n\n"
 	    "Signals: SIGHUP reloads the config, SIGTERM shuts down gracefully, SIGINT exits.\n");
@@ -40,6 +43,7 @@ int main(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {"help-config", no_argument, NULL, 1},
 	    {"write-example-config", no_argument, NULL, 2},
+	    {"scram-secret", required_argument, NULL, 3},
 	    {NULL, 0, NULL, 0},
 	};
 	const char *path = NULL;
@@ -71,6 +75,8 @@ int main(int argc, char **argv)
 		case 2:
 			cfg_write_example(stdout);
 			return 0;
+		case 3:
+			return cauth_secret_main(optarg);
 		default:
 			usage(stderr);
 			return 2;
@@ -95,7 +101,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (test_only) {
-		if (!auth_check_config(path, &cfg, stderr)) {
+		if (!auth_check_config(path, &cfg, stderr) || !cauth_check_config(&cfg, stderr)) {
 			cfg_free(&cfg);
 			return 1;
 		}

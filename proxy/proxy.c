@@ -26,6 +26,7 @@
 #include "proxy/janitor.h"
 #include "pool/pool.h"
 #include "proxy/awaithello.h"
+#include "proxy/cauth.h"
 #include "proxy/client.h"
 #include "proxy/listener.h"
 #include "proxy/membound.h"
@@ -72,7 +73,9 @@ void proxy_reload(void)
 		return;
 	}
 	cfg_keep_static(&g.cfg, &next);
-	if (!auth_reload(next.backend_uri, next.backend_password_file, err, sizeof(err))) {
+	/* The users file first: its refusal then leaves everything as it was. */
+	if (!cauth_reload(&next, err, sizeof(err)) ||
+	    !auth_reload(next.backend_uri, next.backend_password_file, err, sizeof(err))) {
 		STAT_INC(reload_failures);
 		log_error("reload rejected, keeping the current config: %s", err);
 		cfg_free(&next);
@@ -217,6 +220,8 @@ int proxy_main(struct cfg *cfg, const char *cfg_path)
 		fatal("cannot create the event loop");
 	if (!pool_init_all(g.cfg.backend_uri, err, sizeof(err)))
 		fatal("%s", err);
+	if (!cauth_start(err, sizeof(err)))
+		fatal("auth_users_file: %s", err);
 	setup_signals();
 	awaithello_init();
 	janitor_start();

@@ -69,6 +69,8 @@ void request_free(struct request *req)
 		bson_destroy(req->read_pref);
 	batch_lookup_free(req->lookup);
 	cursor_note_free(req->cursor);
+	if (req->internal_reply != NULL)
+		req->internal_reply(req->internal_arg, NULL);
 	free(req);
 }
 
@@ -94,6 +96,10 @@ void request_reply_doc(struct request *req, const bson_t *doc)
 {
 	struct evbuffer *out;
 
+	if (req->internal_reply != NULL) {
+		request_internal_reply(req, doc);
+		return;
+	}
 	if (req->client == NULL) {
 		request_done(req);
 		return;
@@ -105,6 +111,15 @@ void request_reply_doc(struct request *req, const bson_t *doc)
 		wire_append_msg(out, wire_next_request_id(), req->client_request_id, 0, doc);
 	request_reply_raw(req, out);
 	evbuffer_free(out);
+}
+
+void request_internal_reply(struct request *req, const bson_t *body)
+{
+	void (*cb)(void *, const bson_t *) = req->internal_reply;
+
+	req->internal_reply = NULL;
+	cb(req->internal_arg, body);
+	request_done(req);
 }
 
 void request_fail(struct request *req, int code, const char *codename, const char *msg,

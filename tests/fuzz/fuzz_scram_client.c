@@ -1,4 +1,4 @@
-// FUZZ_SOURCES: pool/scram.c
+// FUZZ_SOURCES: pool/scram.c core/scram_prim.c
 // FUZZ_PKGS: openssl libgsasl
 // FUZZ_SEEDS: tests/fuzz/seeds_scram_client.py
 /*

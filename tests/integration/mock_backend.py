@@ -29,6 +29,8 @@ Behaviour:
                        where n echoes filter.n (null when absent)
   insert               {n: <number of documents>}
   count                {n: 1}
+  usersInfo            {ok: 0, code: 13}: the identity lacks viewUser (auth_query
+                       tests); a user named "held..." is never answered
   anything else        {ok: 1}
 """
 
@@ -93,6 +95,14 @@ def main():
                           maxWireVersion=wire, maxBsonObjectSize=16 * 1024 * 1024,
                           maxMessageSizeBytes=48000000, maxWriteBatchSize=100000,
                           logicalSessionTimeoutMinutes=30)
+        asked = req.doc.get("usersInfo") if name == "usersInfo" else None
+        if isinstance(asked, dict) and str(asked.get("user", "")).startswith("held"):
+            return True  # never answered: the proxy's own bound must end the wait
+        if name == "usersInfo":  # as mongod answers an identity without viewUser
+            # (req.fail would set QueryFailure, which is moreToCome in OP_MSG)
+            return req.replies(ok=0, code=13, codeName="Unauthorized",
+                               errmsg="not authorized on %s to execute command "
+                               "{ usersInfo: ... }" % req.doc.get("$db"))
         coll = req.doc.get(name)
         doc = reply_doc(req, name)
         h = HELD.match(coll) if isinstance(coll, str) else None

@@ -1,0 +1,621 @@
+/*
+ * cauth.c — the clients' SCRAM logins and the pre-login command gate (see
+ * cauth.h). The messages are checked by core/scram_msg.c; verifiers come
+ * from config/users.c. Everything runs on the event loop: a login costs two
+ * HMACs and a hash, no PBKDF2 (the verifier is stored).
+ */
+#include "proxy/cauth.h"
+
+#include <openssl/crypto.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/errors.h"
+#include "core/xalloc.h"
+#include "config/cfg.h"
+#include "config/users.h"
+#include "core/globals.h"
+#include "core/request.h"
+#include "core/scram_msg.h"
+#include "core/stats.h"
+#include "proxy/cauth_query.h"
+#include "proxy/client.h"
+
+/* One client's authentication. Rules: authed names db/user; a conversation
+ * is open while in_conv (conv_id is its id); failures counts logins failed
+ * in a row (reset by a success). Secrets in ss are wiped on every exit. */
+struct cauth_conn {
+	bool authed;
+	char db[USERS_DB_MAX];
+	char user[USERS_NAME_MAX];
+	bool in_conv;
+	bool skip_empty; /* the client asked for skipEmptyExchange */
+	bool proof_ok;	 /* waiting for the empty saslContinue */
+	char conv_db[USERS_DB_MAX];
+	char conv_user[USERS_NAME_MAX];
+	int32_t conv_id;
+	int failures;
+	struct scram_server ss;
+	bool from_query; /* the conversation's secret came from auth_query's cache */
+	/* A login waiting for auth_query (wait_req not NULL): its saslStart
+	 * (wait_cmd, a copy) or its failed saslContinue (refresh before the
+	 * error in wait_why). Freed with the client if still waiting. */
+	struct cq_waiter wait;
+	struct client *client;
+	struct request *wait_req;
+	bson_t *wait_cmd;
+	char wait_why[256];
+};
+
+/* What auth_query answered a waiting saslStart. */
+struct cauth_resolved {
+	enum cq_status st;
+	const struct users_entry *e;
+	const char *why;
+};
+
+enum start_result { START_OK, START_FAIL, START_WAIT };
+
+static struct users_table users;
+static bool enabled;
+
+bool cauth_enabled(void)
+{
+	return enabled;
+}
+
+bool cauth_start(char *err, size_t errlen)
+{
+	enabled = strcmp(g.cfg.auth_mode, "scram") == 0;
+	if (!enabled)
+		return true;
+	if (g.cfg.auth_users_file[0] != '\0' &&
+	    !users_load(g.cfg.auth_users_file, &users, err, errlen))
+		return false;
+	log_info("client authentication: SCRAM, %zu users from %s%s", users.n,
+		 g.cfg.auth_users_file[0] ? g.cfg.auth_users_file : "(no users file)",
+		 g.cfg.auth_query ? ", others looked up on the backend (auth_query)" : "");
+	return true;
+}
+
+bool cauth_reload(const struct cfg *next, char *err, size_t errlen)
+{
+	struct users_table t;
+
+	if (!enabled)
+		return true;
+	memset(&t, 0, sizeof(t));
+	if (next->auth_users_file[0] != '\0' && !users_load(next->auth_users_file, &t, err, errlen))
+		return false;
+	users_free(&users);
+	users = t;
+	log_notice("reload: %zu users from %s", users.n, next->auth_users_file);
+	return true;
+}
+
+static struct cauth_conn *conn_of(struct client *c)
+{
+	if (c->auth == NULL)
+		c->auth = xcalloc(1, sizeof(*c->auth));
+	return c->auth;
+}
+
+void cauth_client_free(struct client *c)
+{
+	if (c->auth == NULL)
+		return;
+	if (c->auth->wait_req != NULL) { /* still waiting for auth_query */
+		cq_cancel(&c->auth->wait);
+		request_free(c->auth->wait_req);
+		if (c->auth->wait_cmd != NULL)
+			bson_destroy(c->auth->wait_cmd);
+	}
+	OPENSSL_cleanse(c->auth, sizeof(*c->auth));
+	free(c->auth);
+	c->auth = NULL;
+}
+
+static void conv_end(struct cauth_conn *a)
+{
+	scram_server_clear(&a->ss);
+	a->in_conv = a->proof_ok = a->skip_empty = a->from_query = false;
+}
+
+/* A failed login: code 18 (one message whatever the reason: no user
+ * enumeration), the reason in the log, and the connection closed after
+ * auth_max_failures in a row. */
+static void login_failed(struct client *c, struct request *req, const char *db, const char *user,
+			 const char *why)
+{
+	struct cauth_conn *a = conn_of(c);
+
+	conv_end(a);
+	a->failures++;
+	STAT_INC(client_auth_failures);
+	log_warning("C-%" PRIu64 " %s: login failed for user \"%s.%s\": %s (%d in a row)", c->id,
+		    c->peer, db, user, why, a->failures);
+	request_fail(req, MP_ERR(AUTHENTICATION_FAILED), "mongoplex: Authentication failed.", NULL);
+	if (g.cfg.auth_max_failures > 0 && a->failures >= g.cfg.auth_max_failures) {
+		STAT_INC(client_auth_closed);
+		client_info(c, "closing after %d failed logins in a row (auth_max_failures)",
+			    a->failures);
+		c->closing = true;
+	}
+}
+
+static void logged_in(struct client *c, struct cauth_conn *a)
+{
+	snprintf(a->db, sizeof(a->db), "%s", a->conv_db);
+	snprintf(a->user, sizeof(a->user), "%s", a->conv_user);
+	a->authed = true;
+	a->failures = 0;
+	conv_end(a);
+	STAT_INC(client_auth_ok);
+	client_info(c, "authenticated as \"%s.%s\"", a->db, a->user);
+}
+
+static const char *get_str(const bson_t *doc, const char *key)
+{
+	bson_iter_t it;
+
+	if (bson_iter_init_find(&it, doc, key) && BSON_ITER_HOLDS_UTF8(&it))
+		return bson_iter_utf8(&it, NULL);
+	return NULL;
+}
+
+/* payload: binary (drivers) or a string (some shells). */
+static bool get_payload(const bson_t *doc, const char **data, uint32_t *len)
+{
+	bson_iter_t it;
+	bson_subtype_t st;
+	const uint8_t *bin;
+
+	if (!bson_iter_init_find(&it, doc, "payload"))
+		return false;
+	if (BSON_ITER_HOLDS_UTF8(&it)) {
+		*data = bson_iter_utf8(&it, len);
+		return true;
+	}
+	if (!BSON_ITER_HOLDS_BINARY(&it))
+		return false;
+	bson_iter_binary(&it, &st, len, &bin);
+	*data = (const char *)bin;
+	return true;
+}
+
+static bool get_skip_empty(const bson_t *doc)
+{
+	bson_iter_t it, opts;
+
+	return bson_iter_init_find(&it, doc, "options") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
+	       bson_iter_recurse(&it, &opts) && bson_iter_find(&opts, "skipEmptyExchange") &&
+	       bson_iter_as_bool(&opts);
+}
+
+static void append_sasl_reply(bson_t *doc, int32_t conv_id, bool done, const char *payload)
+{
+	BSON_APPEND_INT32(doc, "conversationId", conv_id);
+	BSON_APPEND_BOOL(doc, "done", done);
+	bson_append_binary(doc, "payload", -1, BSON_SUBTYPE_BINARY, (const uint8_t *)payload,
+			   (uint32_t)strlen(payload));
+}
+
+/* The user's entry: the users file first, then auth_query (res: what a
+ * lookup this login waited for answered; w: wait for one, NULL: do not). */
+static enum start_result find_user(struct cauth_conn *a, const char *db, const char *user,
+				   const struct cauth_resolved *res, struct cq_waiter *w,
+				   const struct users_entry **e, char *why, size_t whylen)
+{
+	enum cq_status st;
+
+	*e = users_find(&users, db, user);
+	if (*e != NULL || !cq_enabled())
+		return START_OK;
+	if (res != NULL) {
+		st = res->st;
+		*e = res->e;
+	} else if ((st = cq_get(db, user, w, e)) == CQ_NOT_FOUND && w != NULL) {
+		cq_refresh(db, user, w); /* a cached "no such user": check again once */
+		st = CQ_PENDING;
+	}
+	if (st == CQ_PENDING)
+		return START_WAIT;
+	if (st == CQ_ERROR) {
+		snprintf(why, whylen, "auth_query lookup failed: %s", res ? res->why : "?");
+		return START_FAIL;
+	}
+	a->from_query = *e != NULL && res == NULL; /* a fresh answer is not refreshed */
+	return START_OK;
+}
+
+/* The first step (saslStart, or the one in a hello): server-first in out.
+ * START_FAIL + why when the login cannot go on; START_WAIT while auth_query
+ * looks the user up (w waits for it; NULL: only warm the cache). */
+static enum start_result sasl_start(struct cauth_conn *a, const bson_t *cmd, const char *db,
+				    const struct cauth_resolved *res, struct cq_waiter *w,
+				    char *out, size_t outlen, char *why, size_t whylen)
+{
+	enum start_result r;
+	struct scram_client_first cf;
+	const struct users_entry *e;
+	const struct scram_secret *sec;
+	const char *mech_name = get_str(cmd, "mechanism"), *payload;
+	enum scram_mech m;
+	uint32_t len;
+
+	conv_end(a);
+	snprintf(a->conv_db, sizeof(a->conv_db), "%s", db);
+	snprintf(a->conv_user, sizeof(a->conv_user), "?");
+	if (mech_name == NULL || !scram_mech_parse(mech_name, &m)) {
+		snprintf(why, whylen, "mechanism %s is not supported (SCRAM-SHA-256, SCRAM-SHA-1)",
+			 mech_name ? mech_name : "(none)");
+		return START_FAIL;
+	}
+	if (!get_payload(cmd, &payload, &len)) {
+		snprintf(why, whylen, "saslStart without a payload");
+		return START_FAIL;
+	}
+	if (!scram_msg_parse_first(payload, len, &cf, why, whylen))
+		return START_FAIL;
+	snprintf(a->conv_user, sizeof(a->conv_user), "%s", cf.user);
+	if ((r = find_user(a, db, cf.user, res, w, &e, why, whylen)) != START_OK)
+		return r;
+	sec = e ? users_secret(e, m) : NULL;
+	if (sec == NULL) {
+		snprintf(why, whylen, e ? "no %s secret for this user" : "unknown user",
+			 scram_mech_name(m));
+		return START_FAIL;
+	}
+	if (!scram_server_start(&a->ss, m, &cf, sec, NULL, out, outlen, why, whylen))
+		return START_FAIL;
+	a->in_conv = true;
+	a->skip_empty = get_skip_empty(cmd);
+	a->conv_id++;
+	return START_OK;
+}
+
+static void start_resumed(struct cq_waiter *w, enum cq_status st, const struct users_entry *e,
+			  const char *why);
+
+/* Park a request until auth_query answers (wait.done runs then). */
+static void wait_for_query(struct client *c, struct cauth_conn *a, struct request *req)
+{
+	a->client = c;
+	a->wait_req = req;
+}
+
+static void cmd_sasl_start(struct client *c, struct request *req, const bson_t *body,
+			   const struct cauth_resolved *res)
+{
+	struct cauth_conn *a = conn_of(c);
+	char out[SCRAM_MSG_MAX], why[256];
+	const char *db = get_str(body, "$db");
+	enum start_result r;
+	bson_t doc;
+
+	a->wait.done = start_resumed;
+	r = sasl_start(a, body, db ? db : "admin", res, &a->wait, out, sizeof(out), why,
+		       sizeof(why));
+	if (r == START_WAIT) {
+		a->wait_cmd = bson_copy(body);
+		wait_for_query(c, a, req);
+		return;
+	}
+	if (r == START_FAIL) {
+		login_failed(c, req, a->conv_db, a->conv_user, why);
+		return;
+	}
+	bson_init(&doc);
+	append_sasl_reply(&doc, a->conv_id, false, out);
+	BSON_APPEND_DOUBLE(&doc, "ok", 1.0);
+	request_reply_doc(req, &doc);
+	bson_destroy(&doc);
+}
+
+/* auth_query answered a waiting saslStart: run it again with the answer. */
+static void start_resumed(struct cq_waiter *w, enum cq_status st, const struct users_entry *e,
+			  const char *why)
+{
+	struct cauth_conn *a = (struct cauth_conn *)((char *)w - offsetof(struct cauth_conn, wait));
+	struct cauth_resolved res = {.st = st, .e = e, .why = why};
+	struct request *req = a->wait_req;
+	bson_t *cmd = a->wait_cmd;
+
+	a->wait_req = NULL;
+	a->wait_cmd = NULL;
+	cmd_sasl_start(a->client, req, cmd, &res);
+	bson_destroy(cmd);
+}
+
+/* A login that failed with a cached secret: its error waits for the
+ * refreshed one, so the client's next attempt uses what the backend has. */
+static void refresh_done(struct cq_waiter *w, enum cq_status st, const struct users_entry *e,
+			 const char *why)
+{
+	struct cauth_conn *a = (struct cauth_conn *)((char *)w - offsetof(struct cauth_conn, wait));
+	struct request *req = a->wait_req;
+	char msg[400];
+
+	(void)e;
+	a->wait_req = NULL;
+	snprintf(msg, sizeof(msg), "%s; cached secret refreshed from the backend: %s", a->wait_why,
+		 st == CQ_FOUND	      ? "the user's secret there is now cached"
+		 : st == CQ_NOT_FOUND ? "the user is no longer there"
+				      : why);
+	login_failed(a->client, req, a->conv_db, a->conv_user, msg);
+}
+
+static bool same_conv(const struct cauth_conn *a, const bson_t *body)
+{
+	bson_iter_t it;
+
+	return a->in_conv && bson_iter_init_find(&it, body, "conversationId") &&
+	       BSON_ITER_HOLDS_NUMBER(&it) && bson_iter_as_int64(&it) == a->conv_id;
+}
+
+/* saslContinue: the proof (or the empty last step). */
+static void cmd_sasl_continue(struct client *c, struct request *req, const bson_t *body)
+{
+	struct cauth_conn *a = conn_of(c);
+	char out[SCRAM_MSG_MAX], why[256];
+	const char *payload = "";
+	uint32_t len = 0;
+	bool done;
+	bson_t doc;
+
+	if (!same_conv(a, body) || !get_payload(body, &payload, &len)) {
+		login_failed(c, req, a->conv_db, a->conv_user,
+			     "saslContinue without a matching saslStart or payload");
+		return;
+	}
+	out[0] = '\0';
+	if (!a->proof_ok &&
+	    !scram_server_finish(&a->ss, payload, len, out, sizeof(out), why, sizeof(why))) {
+		if (a->from_query) {
+			snprintf(a->wait_why, sizeof(a->wait_why), "%s", why);
+			a->from_query = false;
+			a->wait.done = refresh_done;
+			wait_for_query(c, a, req);
+			cq_refresh(a->conv_db, a->conv_user, &a->wait);
+			return;
+		}
+		login_failed(c, req, a->conv_db, a->conv_user, why);
+		return;
+	}
+	done = a->proof_ok || a->skip_empty;
+	a->proof_ok = true;
+	bson_init(&doc);
+	append_sasl_reply(&doc, a->conv_id, done, out);
+	BSON_APPEND_DOUBLE(&doc, "ok", 1.0);
+	if (done)
+		logged_in(c, a);
+	request_reply_doc(req, &doc);
+	bson_destroy(&doc);
+}
+
+static void reply_ok(struct request *req)
+{
+	bson_t doc;
+
+	bson_init(&doc);
+	BSON_APPEND_DOUBLE(&doc, "ok", 1.0);
+	request_reply_doc(req, &doc);
+	bson_destroy(&doc);
+}
+
+void cauth_command(struct client *c, struct request *req, const bson_t *body)
+{
+	if (!enabled) {
+		request_fail(req, MP_ERR(AUTHENTICATION_FAILED),
+			     "mongoplex: client authentication is off (auth_mode = none); connect "
+			     "without credentials (the proxy authenticates to the backend itself)",
+			     NULL);
+		return;
+	}
+	if (c->auth != NULL && c->auth->wait_req != NULL) {
+		request_fail(req, MP_ERR(AUTHENTICATION_FAILED),
+			     "mongoplex: a login of this connection is still in progress", NULL);
+		return;
+	}
+	if (strcmp(req->cmd, "saslStart") == 0) {
+		cmd_sasl_start(c, req, body, NULL);
+	} else if (strcmp(req->cmd, "saslContinue") == 0) {
+		cmd_sasl_continue(c, req, body);
+	} else if (strcmp(req->cmd, "logout") == 0) {
+		if (c->auth != NULL && c->auth->authed)
+			client_info(c, "logout of \"%s.%s\"", c->auth->db, c->auth->user);
+		if (c->auth != NULL) {
+			conv_end(c->auth);
+			c->auth->authed = false;
+		}
+		reply_ok(req);
+	} else {
+		login_failed(c, req, "?", "?", "only SCRAM-SHA-256 and SCRAM-SHA-1 are supported");
+	}
+}
+
+/* connectionStatus, answered here: the client's own user. */
+static void connection_status(struct client *c, struct request *req)
+{
+	bson_t doc, info, arr, u;
+
+	bson_init(&doc);
+	BSON_APPEND_DOCUMENT_BEGIN(&doc, "authInfo", &info);
+	BSON_APPEND_ARRAY_BEGIN(&info, "authenticatedUsers", &arr);
+	if (c->auth != NULL && c->auth->authed) {
+		BSON_APPEND_DOCUMENT_BEGIN(&arr, "0", &u);
+		BSON_APPEND_UTF8(&u, "user", c->auth->user);
+		BSON_APPEND_UTF8(&u, "db", c->auth->db);
+		bson_append_document_end(&arr, &u);
+	}
+	bson_append_array_end(&info, &arr);
+	BSON_APPEND_ARRAY_BEGIN(&info, "authenticatedUserRoles", &arr);
+	bson_append_array_end(&info, &arr);
+	bson_append_document_end(&doc, &info);
+	BSON_APPEND_DOUBLE(&doc, "ok", 1.0);
+	request_reply_doc(req, &doc);
+	bson_destroy(&doc);
+}
+
+static bool allowed_unauthenticated(const struct route_info *ri)
+{
+	switch (ri->route) {
+	case ROUTE_HELLO:
+	case ROUTE_PING:
+	case ROUTE_AUTH:
+		return true;
+	case ROUTE_STATS:
+		return g.cfg.auth_stats_unauthenticated;
+	default:
+		return strcasecmp(ri->cmd, "buildInfo") == 0;
+	}
+}
+
+bool cauth_admit(struct client *c, struct request *req, const bson_t *body,
+		 const struct route_info *ri)
+{
+	char msg[160];
+
+	(void)body;
+	if (!enabled)
+		return true;
+	if (strcmp(ri->cmd, "connectionStatus") == 0) {
+		STAT_INC(requests_local);
+		connection_status(c, req);
+		return false;
+	}
+	if ((c->auth != NULL && c->auth->authed) || allowed_unauthenticated(ri))
+		return true;
+	STAT_INC(client_auth_unauthorized);
+	snprintf(msg, sizeof(msg), "mongoplex: command %s requires authentication", ri->cmd);
+	request_fail(req, MP_ERR(UNAUTHORIZED), msg, NULL);
+	return false;
+}
+
+/* saslSupportedMechs: "db.user" -> the mechanisms that user has. */
+static void supported_mechs(const bson_t *hello, bson_t *reply)
+{
+	const char *name = get_str(hello, "saslSupportedMechs"), *dot;
+	const struct users_entry *e;
+	char db[USERS_DB_MAX];
+	bson_t arr;
+	const char *key = "0";
+
+	if (name == NULL || (dot = strchr(name, '.')) == NULL || (size_t)(dot - name) >= sizeof(db))
+		return;
+	snprintf(db, sizeof(db), "%.*s", (int)(dot - name), name);
+	e = users_find(&users, db, dot + 1);
+	if (e == NULL && cq_enabled())
+		(void)cq_get(db, dot + 1, NULL,
+			     &e); /* a miss starts the lookup saslStart will need */
+	if (e == NULL)
+		return;
+	BSON_APPEND_ARRAY_BEGIN(reply, "saslSupportedMechs", &arr);
+	if (e->sha256.present) {
+		BSON_APPEND_UTF8(&arr, key, "SCRAM-SHA-256");
+		key = "1";
+	}
+	if (e->sha1.present)
+		BSON_APPEND_UTF8(&arr, key, "SCRAM-SHA-1");
+	bson_append_array_end(reply, &arr);
+}
+
+/* speculativeAuthenticate: run saslStart now; a failure only omits the
+ * answer (the driver then runs saslStart, which fails with code 18). */
+static void speculative(struct client *c, const bson_t *hello, bson_t *reply)
+{
+	struct cauth_conn *a = conn_of(c);
+	char out[SCRAM_MSG_MAX], why[256];
+	bson_iter_t it;
+	const uint8_t *data;
+	uint32_t len;
+	bson_t spec, ans;
+	const char *db;
+
+	if (!bson_iter_init_find(&it, hello, "speculativeAuthenticate") ||
+	    !BSON_ITER_HOLDS_DOCUMENT(&it))
+		return;
+	bson_iter_document(&it, &len, &data);
+	if (!bson_init_static(&spec, data, len))
+		return;
+	db = get_str(&spec, "db");
+	if (sasl_start(a, &spec, db ? db : "admin", NULL, NULL, out, sizeof(out), why,
+		       sizeof(why)) != START_OK) {
+		client_info(c, "speculative login of \"%s.%s\" not started: %s", a->conv_db,
+			    a->conv_user, why);
+		return;
+	}
+	STAT_INC(client_auth_speculative);
+	BSON_APPEND_DOCUMENT_BEGIN(reply, "speculativeAuthenticate", &ans);
+	append_sasl_reply(&ans, a->conv_id, false, out);
+	bson_append_document_end(reply, &ans);
+}
+
+void cauth_extend_hello(struct client *c, const bson_t *hello, bson_t *reply)
+{
+	if (!enabled || hello == NULL)
+		return;
+	supported_mechs(hello, reply);
+	speculative(c, hello, reply);
+}
+
+static bool loopback(const char *addr)
+{
+	return addr[0] == '\0' || strncmp(addr, "127.", 4) == 0 || strcmp(addr, "::1") == 0 ||
+	       strcmp(addr, "localhost") == 0;
+}
+
+bool cauth_check_config(const struct cfg *c, FILE *out)
+{
+	struct users_table t;
+	char err[CFG_ERR_LEN];
+
+	if (strcmp(c->auth_mode, "none") == 0) {
+		if (!loopback(c->listen_addr))
+			fprintf(
+			    out,
+			    "mongoplex: warning: listen_addr %s is not loopback and auth_mode = "
+			    "none: every client that can reach it gets the proxy's backend "
+			    "rights (set auth_mode = scram)\n",
+			    c->listen_addr);
+		return true;
+	}
+	if (c->auth_users_file[0] == '\0')
+		return true; /* auth_query only */
+	if (!users_load(c->auth_users_file, &t, err, sizeof(err))) {
+		fprintf(out, "mongoplex: auth_users_file: %s\n", err);
+		return false;
+	}
+	if (t.n == 0 && !c->auth_query)
+		fprintf(out, "mongoplex: warning: %s lists no users: nobody can log in\n",
+			c->auth_users_file);
+	users_free(&t);
+	return true;
+}
+
+int cauth_secret_main(const char *dbuser)
+{
+	char pw[1024], line[2048], err[256];
+	size_t n;
+
+	if (fgets(pw, sizeof(pw), stdin) == NULL) {
+		fprintf(stderr, "mongoplex: --scram-secret: no password on stdin\n");
+		return 1;
+	}
+	n = strcspn(pw, "\r\n");
+	pw[n] = '\0';
+	if (n == 0) {
+		fprintf(stderr, "mongoplex: --scram-secret: empty password\n");
+		return 1;
+	}
+	if (!users_format_line(dbuser, pw, line, sizeof(line), err, sizeof(err))) {
+		OPENSSL_cleanse(pw, sizeof(pw));
+		fprintf(stderr, "mongoplex: --scram-secret: %s\n", err);
+		return 1;
+	}
+	OPENSSL_cleanse(pw, sizeof(pw));
+	printf("%s\n", line);
+	return 0;
+}

@@ -1,0 +1,62 @@
+/*
+ * cauth.h — client authentication: the proxy is the SCRAM server for its
+ * clients (auth_mode = scram), against the verifiers of auth_users_file.
+ *
+ *   hello {saslSupportedMechs: "db.user"}      ─▶ mechanisms of that user
+ *   hello {speculativeAuthenticate: saslStart} ─▶ server-first rides in the reply
+ *   saslStart ─▶ server-first │ saslContinue ─▶ proof checked, server-final
+ *   [saslContinue ""] ─▶ done: the connection is authenticated as db.user
+ *   logout ─▶ not authenticated again
+ *
+ * Before a connection is authenticated only hello/isMaster, ping, buildInfo,
+ * connectionStatus, the SASL commands (and mongoplexStats with
+ * auth_stats_unauthenticated) run; anything else gets code 13 Unauthorized.
+ * A failed login gets code 18, is logged with the peer and user and
+ * counted; auth_max_failures in a row close the connection. Authenticated
+ * clients share the proxy's own backend identity.
+ */
+#pragma once
+
+#include <bson/bson.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "proxy/router.h"
+
+struct client;
+struct request;
+struct cfg;
+
+/* Startup: load auth_users_file when auth_mode = scram. */
+bool cauth_start(char *err, size_t errlen) __attribute__((warn_unused_result));
+
+/* Reload with the next config: re-read its users file; false (nothing
+ * changed) when it cannot be used. */
+bool cauth_reload(const struct cfg *next, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+
+/* Is client authentication on? */
+bool cauth_enabled(void);
+
+/* Gate one parsed command. True: go on as usual. False: it was answered
+ * here (code 13 before login, connectionStatus, the SASL commands). */
+bool cauth_admit(struct client *c, struct request *req, const bson_t *body,
+		 const struct route_info *ri) __attribute__((warn_unused_result));
+
+/* A SASL-family command (ROUTE_AUTH): saslStart, saslContinue, logout,
+ * authenticate, getnonce. */
+void cauth_command(struct client *c, struct request *req, const bson_t *body);
+
+/* Add saslSupportedMechs / speculativeAuthenticate answers to a hello reply. */
+void cauth_extend_hello(struct client *c, const bson_t *hello, bson_t *reply);
+
+/* The client is freed: wipe its conversation. */
+void cauth_client_free(struct client *c);
+
+/* --test-config: the warning about auth_mode = none on a non-loopback
+ * listen_addr, and the users file's errors. False if it cannot be used. */
+bool cauth_check_config(const struct cfg *c, FILE *out) __attribute__((warn_unused_result));
+
+/* --scram-secret USER: read the password from stdin, print the users-file
+ * line. Returns the exit code. */
+int cauth_secret_main(const char *dbuser);

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# ctest `drivers_modern_auth`: the modern-driver suite (run.sh) with client
+# authentication on. Starts FerretDB with auth (scripts/backend.sh start
+# ferretdb-auth), creates user "modern" on it through the admin identity the
+# proxy uses (createUser, SCRAM-SHA-256 and SCRAM-SHA-1), writes the proxy's
+# users file with `mongoplex --scram-secret`, starts mongoplex with
+# auth_mode = scram (scripts/with-proxy.sh) and runs every driver, direct and
+# through the proxy, logged in as that user: once with SCRAM-SHA-256 and once
+# with SCRAM-SHA-1 (drivers authenticate speculatively, in the hello).
+#
+#   tests/drivers/modern/test_auth.sh [DRIVER...]     default: all of run.sh's
+#   MODERN_AUTH_SHA1_DRIVERS="pymongo java"           the SCRAM-SHA-1 pass's drivers
+#
+# Fails -- never skips -- when FerretDB cannot start or a driver cannot run.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
+. "$ROOT/tests/drivers/modern/env.sh"
+BIN="${MONGOPLEX_BIN:-$ROOT/build/mongoplex}"
+work="$(mktemp -d)"
+cleanup() {
+  "$ROOT/scripts/backend.sh" stop "$work/ferretdb" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+ADMIN_USER=mpadmin ADMIN_PW=Modern-admin-1 USER_PW=Modern-user-2
+if ! uri="$(MONGOPLEX_FERRETDB_USER=$ADMIN_USER MONGOPLEX_FERRETDB_PASSWORD=$ADMIN_PW \
+    "$ROOT/scripts/backend.sh" start ferretdb-auth "$work/ferretdb")"; then
+  echo "FAIL drivers_modern_auth: FerretDB with auth did not start"
+  exit 1
+fi
+hostport="${uri##*@}"; hostport="${hostport%/}"
+[ -x "$MODERN_PY" ] || { echo "FAIL drivers_modern_auth: no $MODERN_PY (run tests/drivers/install.sh)"; exit 1; }
+"$MODERN_PY" - "$uri" "$USER_PW" <<'PY' || { echo "FAIL drivers_modern_auth: createUser"; exit 1; }
+import sys, pymongo
+c = pymongo.MongoClient(sys.argv[1], serverSelectionTimeoutMS=10000)
+c.admin.command("createUser", "modern", pwd=sys.argv[2], roles=[],
+                mechanisms=["SCRAM-SHA-256", "SCRAM-SHA-1"])
+print("created user admin.modern on the backend")
+PY
+printf '%s\n' "$USER_PW" | "$BIN" --scram-secret admin.modern > "$work/users" || exit 1
+chmod 600 "$work/users"
+
+# SCRAM-SHA-256 with every driver; SCRAM-SHA-1 with $MODERN_AUTH_SHA1_DRIVERS
+# (default pymongo java: the CI budget).
+rc=0
+for mech in SCRAM-SHA-256 SCRAM-SHA-1; do
+  drivers=("$@")
+  if [ "$mech" = SCRAM-SHA-1 ]; then
+    read -r -a drivers <<< "${MODERN_AUTH_SHA1_DRIVERS:-pymongo java}"
+  fi
+  echo "=== drivers_modern_auth: $mech ${drivers[*]}"
+  # run.sh gets URIs with the user's credentials for both runs.
+  MODERN_AUTH="modern:$USER_PW@" MODERN_MECH="$mech" MODERN_HOSTPORT="$hostport" \
+  "$ROOT/scripts/with-proxy.sh" "$uri" pool_size=4 auth_mode=scram \
+      auth_users_file="$work/users" -- bash -c '
+    p="${MONGOPLEX_PROXY_URI#mongodb://}"
+    export MONGOPLEX_DIRECT_URI="mongodb://${MODERN_AUTH}${MODERN_HOSTPORT}/?authSource=admin&authMechanism=${MODERN_MECH}"
+    export MONGOPLEX_PROXY_URI="mongodb://${MODERN_AUTH}${p%/}/?authSource=admin&authMechanism=${MODERN_MECH}"
+    exec "$0" "$@"' "$ROOT/tests/drivers/modern/run.sh" "${drivers[@]}" || rc=1
+done
+exit $rc
