@@ -4,7 +4,7 @@
  *   find {_id: v | {$eq: v} | {$in: [...]}} ──▶ batch_try_submit
  *        idle backend and no wait configured ──▶ forwarded as is (false)
  *        else ──▶ joins an open batch with the same key, or opens one
- *                 (REQ_BATCH queued in the pool like any request)
+ *                 (its merged-query request queued in the pool like any request)
  *   pool dispatches the batch ──▶ batch_seal: {find, filter: {_id: {$in: union}}}
  *   reply ──▶ collect documents; cursor open? getMore on the same connection
  *   drained ──▶ sort by _id, hand each lookup the documents equal to its ids
@@ -12,7 +12,10 @@
  *
  * Rules: a batch accepts members only while it is open (queued or waiting
  * for its timer); once sealed its id list is fixed. Lookups are owned by
- * their batch (members list, through queue_link) until answered. Every id
+ * their batch (REQ_BATCHED on its members list) until answered; while a
+ * member, a lookup runs the batcher's member callbacks (the client's are
+ * kept in its struct lookup and restored when it runs alone). The merged
+ * query is a request of its own with the batcher's callbacks (batch_ops). Every id
  * is a value batch_ids_value_ok accepts, so batch_ids_compare is exact;
  * the pure logic (classify, compare, union, split) lives in batch_ids.c.
  */
@@ -27,7 +30,6 @@
 #include "pool/batch_sizes.h"
 #include "pool/pool.h"
 #include "pool/server.h"
-#include "proxy/client.h"
 #include "core/globals.h"
 #include "core/stats.h"
 #include "core/wire.h"
@@ -35,24 +37,25 @@
 /* Room left under 16 MB for a reply's envelope. */
 #define REPLY_DOCS_MAX (WIRE_MAX_BSON - 16 * 1024)
 
-/* One requester's ids (copies), sorted and deduplicated. */
+/* One requester's ids (copies), sorted and deduplicated, and the callbacks
+ * its creator installed (back in place when it leaves the batch). */
 struct lookup {
 	struct batch_id_list ids;
+	const struct request_ops *own_ops;
 };
 
 #define DB_NAME_MAX   128
 #define COLL_NAME_MAX 256
 
 struct batch {
-	struct request *req; /* the REQ_BATCH request that runs it */
+	struct request *req; /* the merged query's request (batch_ops) */
 	char *key;	     /* db, coll, projection, readConcern, readPreference, maxTimeMS */
 	size_t keylen;
 	char db[DB_NAME_MAX];
 	char coll[COLL_NAME_MAX];
-	bson_t extra; /* projection/readConcern/$readPreference/maxTimeMS to copy */
-	struct request_list members;
-	int nmembers;
-	int nids;     /* sum over members (before union dedup) */
+	bson_t extra;		      /* projection/readConcern/$readPreference/maxTimeMS to copy */
+	struct request_queue members; /* REQ_BATCHED lookups */
+	int nids;		      /* sum over members (before union dedup) */
 	int max_ids;  /* ids accepted, from batch_max_ids and the namespace's doc sizes */
 	int nuniq;    /* ids in the merged $in (once sealed) */
 	int getmores; /* sent to drain this batch */
@@ -67,12 +70,18 @@ struct batch {
 	bool have_ct, have_ot;
 };
 
+static const struct request_ops batch_ops, member_ops;
+
 static TAILQ_HEAD(, batch) open_batches = TAILQ_HEAD_INITIALIZER(open_batches);
-static int open_lookups;
 
 int batch_open_lookups(void)
 {
-	return open_lookups;
+	const struct batch *b;
+	int n = 0;
+
+	TAILQ_FOREACH(b, &open_batches, open_link)
+		n += b->members.n;
+	return n;
 }
 
 /* ---- batch lifetime --------------------------------------------------- */
@@ -87,7 +96,7 @@ static struct lookup *lookup_new(const bson_t *body)
 	return lk;
 }
 
-void batch_lookup_free(struct lookup *lk)
+static void lookup_free(struct lookup *lk)
 {
 	if (lk == NULL)
 		return;
@@ -129,7 +138,6 @@ static void close_batch(struct batch *b)
 		return;
 	b->open = false;
 	TAILQ_REMOVE(&open_batches, b, open_link);
-	open_lookups -= b->nmembers;
 }
 
 /* Free the batch and its request; members must already be gone. */
@@ -210,10 +218,10 @@ static struct batch *batch_open(const bson_t *body, const char *db, const char *
 	snprintf(b->coll, sizeof(b->coll), "%s", coll);
 	build_key(body, b);
 	b->max_ids = max_ids_for(db, coll);
-	TAILQ_INIT(&b->members);
+	REQUEST_QUEUE_INIT(&b->members);
 	b->open = true;
 	TAILQ_INSERT_TAIL(&open_batches, b, open_link);
-	b->req = request_new(NULL, REQ_BATCH);
+	b->req = request_new(NULL, &batch_ops);
 	b->req->batch = b;
 	snprintf(b->req->cmd, sizeof(b->req->cmd), "find");
 	return b;
@@ -221,13 +229,12 @@ static struct batch *batch_open(const bson_t *body, const char *db, const char *
 
 static void add_member(struct batch *b, struct request *req)
 {
-	req->kind = REQ_LOOKUP;
+	req->lookup->own_ops = req->ops;
+	req->ops = &member_ops;
 	req->batch = b;
 	req->enqueued_usec = g.now_usec;
-	TAILQ_INSERT_TAIL(&b->members, req, queue_link);
-	b->nmembers++;
+	request_set_state(req, REQ_BATCHED, &b->members);
 	b->nids += req->lookup->ids.n;
-	open_lookups++;
 	if (b->nids >= b->max_ids)
 		close_batch(b); /* full: it runs as soon as a connection frees up */
 }
@@ -248,44 +255,65 @@ static bool too_big_to_merge(const bson_t *body, const char *db, const char *col
 	return big;
 }
 
-bool batch_try_submit(struct request *req, const bson_t *body)
+/* What batch_try_submit learnt about a find before choosing a batch. */
+struct probe {
+	bool idle; /* a backend connection is free */
+	char db[DB_NAME_MAX];
+	char coll[COLL_NAME_MAX];
+};
+
+/* May this find be batched at all, and where does it go? false: forward. */
+static bool probe(const bson_t *body, struct probe *pr)
 {
-	struct pool *p = pool_target();
-	bool idle = !TAILQ_EMPTY(&p->idle);
 	const char *why = batch_ids_classify(body);
 	bson_iter_t it;
-	struct batch *b, probe = {0};
-	bool fresh = false;
 
+	pr->idle = !TAILQ_EMPTY(&pool_target()->idle);
 	if (why != NULL) {
 		log_debug("find not batchable: %s", why);
 		return false;
 	}
-	if (idle && g.cfg.batch_max_wait_us == 0 && TAILQ_EMPTY(&open_batches))
+	if (pr->idle && g.cfg.batch_max_wait_us == 0 && TAILQ_EMPTY(&open_batches))
 		return false; /* nothing to wait for: forward as is */
 	if (!bson_iter_init_find(&it, body, "$db"))
 		return false;
-	snprintf(probe.db, sizeof(probe.db), "%s", bson_iter_utf8(&it, NULL));
+	snprintf(pr->db, sizeof(pr->db), "%s", bson_iter_utf8(&it, NULL));
 	bson_iter_init(&it, body);
 	bson_iter_next(&it);
-	snprintf(probe.coll, sizeof(probe.coll), "%s", bson_iter_utf8(&it, NULL));
-	if (too_big_to_merge(body, probe.db, probe.coll))
-		return false; /* its own documents would not fit one reply: forward */
+	snprintf(pr->coll, sizeof(pr->coll), "%s", bson_iter_utf8(&it, NULL));
+	/* Its own documents would not fit one reply: forward. */
+	return !too_big_to_merge(body, pr->db, pr->coll);
+}
+
+/* The open batch `req` joins, or a new one; NULL: forward it instead (no
+ * batch to join and a free connection with nothing to wait for). */
+static struct batch *join_or_open(struct request *req, const bson_t *body, const struct probe *pr,
+				  bool *fresh)
+{
+	struct batch *b, key = {0};
+
+	snprintf(key.db, sizeof(key.db), "%s", pr->db);
+	snprintf(key.coll, sizeof(key.coll), "%s", pr->coll);
 	req->lookup = lookup_new(body);
-	build_key(body, &probe);
-	b = find_open(probe.key, probe.keylen, req->lookup);
-	bson_destroy(&probe.extra);
-	free(probe.key);
-	if (b == NULL) {
-		if (idle && g.cfg.batch_max_wait_us == 0) {
-			batch_lookup_free(req->lookup);
-			req->lookup = NULL;
-			return false;
-		}
-		b = batch_open(body, probe.db, probe.coll);
-		fresh = true;
+	build_key(body, &key);
+	b = find_open(key.key, key.keylen, req->lookup);
+	bson_destroy(&key.extra);
+	free(key.key);
+	*fresh = false;
+	if (b != NULL)
+		return b;
+	if (pr->idle && g.cfg.batch_max_wait_us == 0) {
+		lookup_free(req->lookup);
+		req->lookup = NULL;
+		return NULL;
 	}
-	add_member(b, req);
+	*fresh = true;
+	return batch_open(body, pr->db, pr->coll);
+}
+
+/* When the batch goes to the pool, now that `req` is a member. */
+static void schedule(struct batch *b, bool fresh, bool idle)
+{
 	if (fresh && idle && b->open) {
 		/* A connection is free but batch_max_wait_us asks us to wait. */
 		struct timeval tv = {0, (suseconds_t)g.cfg.batch_max_wait_us};
@@ -298,6 +326,21 @@ bool batch_try_submit(struct request *req, const bson_t *body)
 		evtimer_del(b->timer); /* filled up while waiting: go now */
 		pool_submit(b->req);
 	}
+}
+
+bool batch_try_submit(struct request *req, const bson_t *body)
+{
+	struct probe pr;
+	struct batch *b;
+	bool fresh;
+
+	if (!probe(body, &pr))
+		return false;
+	b = join_or_open(req, body, &pr, &fresh);
+	if (b == NULL)
+		return false;
+	add_member(b, req);
+	schedule(b, fresh, pr.idle);
 	return true;
 }
 
@@ -315,13 +358,13 @@ static struct evbuffer *command_message(const bson_t *cmd, int32_t *id_out)
 /* The members' id lists, for batch_ids (shallow). */
 static const struct batch_id_list **member_lists(const struct batch *b)
 {
-	const struct batch_id_list **lists = calloc((size_t)b->nmembers + 1, sizeof(*lists));
+	const struct batch_id_list **lists = calloc((size_t)b->members.n + 1, sizeof(*lists));
 	const struct request *m;
 	int n = 0;
 
 	if (lists == NULL)
 		fatal("out of memory");
-	TAILQ_FOREACH(m, &b->members, queue_link)
+	TAILQ_FOREACH(m, &b->members.list, queue_link)
 		lists[n++] = &m->lookup->ids;
 	return lists;
 }
@@ -364,13 +407,13 @@ void batch_seal(struct request *req)
 	close_batch(b);
 	if (b->timer)
 		evtimer_del(b->timer);
-	TAILQ_FOREACH(m, &b->members, queue_link)
+	TAILQ_FOREACH(m, &b->members.list, queue_link)
 		hist_observe(&hist_batch_wait_ms, (double)(g.now_usec - m->enqueued_usec) / 1000.0);
 	all = malloc(sizeof(*all) * (size_t)(b->nids ? b->nids : 1));
 	lists = member_lists(b);
 	if (all == NULL)
 		fatal("out of memory");
-	b->nuniq = batch_ids_union(lists, b->nmembers, all); /* shallow: lookups own them */
+	b->nuniq = batch_ids_union(lists, b->members.n, all); /* shallow: lookups own them */
 	free(lists);
 	build_query(b, all, b->nuniq, &cmd);
 	free(all);
@@ -379,21 +422,33 @@ void batch_seal(struct request *req)
 	req->msg = command_message(&cmd, &unused);
 	bson_destroy(&cmd);
 	STAT_INC(batches_sent);
-	STAT_ADD(batch_lookups, (uint64_t)b->nmembers);
-	if (b->nmembers > 1)
-		STAT_ADD(batch_lookups_merged, (uint64_t)b->nmembers);
+	STAT_ADD(batch_lookups, (uint64_t)b->members.n);
+	if (b->members.n > 1)
+		STAT_ADD(batch_lookups_merged, (uint64_t)b->members.n);
 	hist_observe(&hist_batch_ids, b->nuniq);
 }
 
-/* Turn a member back into a plain forwarded request. */
+/* A member (off its batch already) becomes its creator's request again. */
+static void restore(struct request *m)
+{
+	m->ops = m->lookup->own_ops;
+	m->batch = NULL;
+	lookup_free(m->lookup);
+	m->lookup = NULL;
+}
+
+/* Take a member off its batch, back to its creator's callbacks. */
+static void leave(struct request *m)
+{
+	request_set_state(m, REQ_NEW, NULL);
+	restore(m);
+}
+
+/* Run a member (off its batch already) as a plain forwarded request. */
 static void run_alone(struct request *m)
 {
-	m->kind = REQ_FORWARD;
-	m->batch = NULL;
-	batch_lookup_free(m->lookup);
-	m->lookup = NULL;
 	STAT_INC(batch_fallbacks);
-	if (m->client == NULL) {
+	if (m->owner == NULL) {
 		request_done(m);
 		return;
 	}
@@ -406,8 +461,8 @@ void batch_rerun_alone(struct request *req)
 	struct request *m;
 
 	close_batch(b);
-	while ((m = TAILQ_FIRST(&b->members)) != NULL) {
-		TAILQ_REMOVE(&b->members, m, queue_link);
+	while ((m = TAILQ_FIRST(&b->members.list)) != NULL) {
+		leave(m);
 		run_alone(m);
 	}
 	batch_free(b);
@@ -420,18 +475,11 @@ void batch_fail(struct request *req, int code, const char *codename, const char 
 	struct request *m;
 
 	close_batch(b);
-	while ((m = TAILQ_FIRST(&b->members)) != NULL) {
-		TAILQ_REMOVE(&b->members, m, queue_link);
+	while ((m = TAILQ_FIRST(&b->members.list)) != NULL) {
+		leave(m);
 		request_fail(m, code, codename, msg, labels);
 	}
 	batch_free(b);
-}
-
-void batch_abandon(struct request *m)
-{
-	/* Its client is gone; the lookup stays a member (its ids may already be
-	 * in the merged query) and is dropped when the batch is answered. */
-	m->client = NULL;
 }
 
 static void keep_time(bson_value_t *dst, bool *have, const bson_t *body, const char *key)
@@ -568,7 +616,7 @@ static bool answer_member(struct batch *b, struct request *m, int *idx)
 static bool split_is_safe(struct batch *b)
 {
 	const struct batch_id_list **lists = member_lists(b);
-	bool ok = batch_ids_split_ok(b->found, b->nfound, lists, b->nmembers);
+	bool ok = batch_ids_split_ok(b->found, b->nfound, lists, b->members.n);
 
 	free(lists);
 	return ok;
@@ -581,14 +629,16 @@ static void split_and_answer(struct batch *b)
 
 	if (idx == NULL)
 		fatal("out of memory");
-	while ((m = TAILQ_FIRST(&b->members)) != NULL) {
-		TAILQ_REMOVE(&b->members, m, queue_link);
-		if (m->client == NULL) {
+	while ((m = TAILQ_FIRST(&b->members.list)) != NULL) {
+		request_set_state(m, REQ_NEW, NULL); /* member callbacks until answered */
+		if (m->owner == NULL) {
 			request_done(m);
 			continue;
 		}
-		if (!answer_member(b, m, idx)) /* answered and freed, unless: */
-			run_alone(m);	       /* its documents exceed 16 MB together */
+		if (!answer_member(b, m, idx)) { /* answered and freed, unless: */
+			restore(m);		 /* its documents exceed 16 MB together */
+			run_alone(m);
+		}
 	}
 	free(idx);
 }
@@ -602,10 +652,14 @@ static void give_up(struct server *s, struct request *req)
 	server_release(s);
 }
 
-void batch_on_reply(struct server *s, struct request *req, const struct wire_msg *m)
+void batch_on_reply(struct server *s, struct request *req, struct evbuffer *buf, uint8_t *data,
+		    size_t len, const struct wire_msg *m)
 {
 	struct batch *b = req->batch;
 
+	(void)buf;
+	(void)data;
+	(void)len;
 	if (!collect_reply(b, &m->body)) {
 		give_up(s, req);
 		return;
@@ -643,3 +697,50 @@ void batch_reply_discarded(struct server *s, struct request *req, int64_t len)
 	batch_sizes_observe(b->db, b->coll, avg > UINT32_MAX ? UINT32_MAX : (uint32_t)avg);
 	give_up(s, req);
 }
+
+/* ---- callbacks ---------------------------------------------------------- */
+
+/* The merged query failed to reach the backend: before it was sent, every
+ * lookup gets the error; once sent, each re-runs alone. */
+static void batch_network_error(struct request *req, int code, const char *codename,
+				const char *why)
+{
+	if (req->sent)
+		batch_rerun_alone(req);
+	else
+		batch_fail(req, code, codename, why, NULL);
+}
+
+static const struct request_ops batch_ops = {
+    .name = "batch",
+    .start = batch_seal,
+    .reply = batch_on_reply,
+    .reply_too_big = batch_reply_discarded,
+    .error = batch_fail,
+    .network_error = batch_network_error,
+};
+
+/* A member whose client went away stays in its batch (its ids may already be
+ * in the merged query) and is dropped when the batch is answered. */
+static void member_abandon(struct request *m)
+{
+	(void)m;
+}
+
+static void member_release(struct request *m)
+{
+	const struct request_ops *own = m->lookup->own_ops;
+
+	lookup_free(m->lookup);
+	m->lookup = NULL;
+	if (own->release != NULL)
+		own->release(m);
+}
+
+static const struct request_ops member_ops = {
+    .name = "lookup",
+    .error = request_fail,
+    .network_error = request_fail_network,
+    .abandon = member_abandon,
+    .release = member_release,
+};

@@ -25,8 +25,9 @@
  * read (TCP backpressure). Replies are bounded too: a client's requests are
  * dispatched only while client_may_dispatch (unsent replies stay within the
  * limit plus one message); its queued requests wait and are kicked when it
- * drains. A closed client's requests are abandoned: queued ones are dropped,
- * running ones have their reply discarded on arrival. Frees are deferred.
+ * drains. A closed client's requests are abandoned (each request's abandon
+ * callback, proxy/client_ops.c): queued ones are dropped, running ones have
+ * their reply discarded on arrival. Frees are deferred.
  */
 #include "proxy/client.h"
 
@@ -90,10 +91,13 @@ static void account_stop(struct client *c)
 	c->io_bytes = 0;
 }
 
+static const char *const state_names[] = {"new", "active", "justfree"};
+
 static void client_set_state(struct client *c, enum client_state st)
 {
 	if (c->state == st)
 		return;
+	client_debug(c, "state %s -> %s", state_names[c->state], state_names[st]);
 	if (c->state == CL_ACTIVE) {
 		TAILQ_REMOVE(&clients_active, c, link);
 		n_active--;
@@ -108,7 +112,6 @@ static void client_set_state(struct client *c, enum client_state st)
 		TAILQ_INSERT_TAIL(&clients_justfree, c, link);
 		janitor_schedule_free();
 	}
-	client_debug(c, "state -> %s", st == CL_ACTIVE ? "active" : "justfree");
 }
 
 static void format_peer(const struct sockaddr *addr, char *buf, size_t len)
@@ -139,8 +142,8 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 		fatal("out of memory");
 	(void)addrlen;
 	c->id = next_client_id++;
-	c->state = CL_ACTIVE;
-	TAILQ_INIT(&c->requests);
+	c->state = CL_NEW;
+	request_owner_init(&c->owner, c->id, &client_owner_ops);
 	format_peer(addr, c->peer, sizeof(c->peer));
 	if (addr->sa_family != AF_UNIX)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -156,8 +159,7 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 	}
 	c->connected_usec = c->last_active_usec = g.now_usec;
 	c->reply_est = (size_t)g.cfg.max_client_buffer_bytes; /* unknown: assume large */
-	TAILQ_INSERT_TAIL(&clients_active, c, link);
-	n_active++;
+	client_set_state(c, CL_ACTIVE);
 	STAT_INC(clients_accepted);
 	if (n_active - n_over_limit > g.cfg.max_client_conn) {
 		c->over_limit = true;
@@ -168,23 +170,6 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 	}
 	sbuf_set_read_high(&c->sb, (size_t)g.cfg.max_client_buffer_bytes);
 	client_debug(c, "connected");
-}
-
-/* Abandon every request of a closing client. */
-static void abandon_requests(struct client *c)
-{
-	struct request *req;
-
-	while ((req = TAILQ_FIRST(&c->requests)) != NULL) {
-		TAILQ_REMOVE(&c->requests, req, client_link);
-		c->inflight--;
-		req->client = NULL;
-		if (req->kind == REQ_LOOKUP)
-			batch_abandon(req);
-		else if (req->queued)
-			request_free(req);
-		/* else: running on a server, which drops the reply */
-	}
 }
 
 void client_close(struct client *c, const char *fmt, ...)
@@ -201,9 +186,9 @@ void client_close(struct client *c, const char *fmt, ...)
 		client_debug(c, "closing: %s", reason);
 	else
 		client_info(c, "closing: %s", reason);
-	abandon_requests(c);
-	cursor_client_closed(c->id); /* kills its open cursors on the backend */
-	sticky_client_closed(c);
+	request_owner_abandon_all(&c->owner); /* each request's abandon callback */
+	cursor_client_closed(c->id);	      /* kills its open cursors on the backend */
+	sticky_owner_closed(&c->owner);
 	sbuf_close(&c->sb);
 	event_del(c->resume_ev);
 	client_set_state(c, CL_JUSTFREE);
@@ -230,19 +215,13 @@ static bool output_full(const struct client *c)
 static bool may_parse(const struct client *c)
 {
 	return c->state == CL_ACTIVE && !c->closing &&
-	       c->inflight < g.cfg.max_inflight_per_client && !output_full(c) &&
+	       c->owner.inflight < g.cfg.max_inflight_per_client && !output_full(c) &&
 	       c->req_bytes < (size_t)g.cfg.max_client_buffer_bytes && !membound_paused();
 }
 
 int client_running(const struct client *c)
 {
-	const struct request *req;
-	int n = 0;
-
-	TAILQ_FOREACH(req, &c->requests, client_link)
-		if (req->server != NULL || req->kind == REQ_LOOKUP)
-			n++;
-	return n;
+	return c->owner.n_state[REQ_RUNNING] + c->owner.n_state[REQ_BATCHED];
 }
 
 bool client_may_dispatch(const struct client *c)
@@ -313,7 +292,7 @@ static void reply_error(struct client *c, int32_t response_to, bool legacy, int 
 /* Answer a hello once backend_info is known (also called by the pool). */
 void client_answer_hello(struct request *req, const struct backend_info *bi)
 {
-	struct client *c = req->client;
+	struct client *c = client_of(req);
 	bson_t reply;
 
 	if (c == NULL) {
@@ -338,7 +317,7 @@ static void handle_hello(struct client *c, struct request *req, const bson_t *bo
 		client_answer_hello(req, &p->info);
 		return;
 	}
-	pool_wait_hello(req);
+	pool_wait_hello(req, client_answer_hello);
 }
 
 static void handle_local(struct client *c, const struct wire_msg *m, const struct route_info *ri,
@@ -347,6 +326,8 @@ static void handle_local(struct client *c, const struct wire_msg *m, const struc
 	bson_t doc;
 
 	STAT_INC(requests_local);
+	if (ri->route != ROUTE_HELLO)
+		request_set_state(req, REQ_LOCAL, NULL);
 	switch (ri->route) {
 	case ROUTE_HELLO:
 		handle_hello(c, req, &m->body);
@@ -391,9 +372,9 @@ static bool may_batch(struct client *c, const struct request *req)
 {
 	const struct request *r;
 
-	if (c->sticky != NULL || !client_may_dispatch(c))
+	if (c->owner.sticky != NULL || !client_may_dispatch(c))
 		return false;
-	TAILQ_FOREACH(r, &c->requests, client_link)
+	TAILQ_FOREACH(r, &c->owner.requests, client_link)
 		if (r != req && r->more_to_come)
 			return false;
 	return true;
@@ -444,7 +425,7 @@ static void handle_op_msg(struct client *c, struct evbuffer *buf, uint8_t *data,
 				    err.msg, NULL);
 		return;
 	}
-	req = request_new(c, REQ_FORWARD);
+	req = client_request_new(c);
 	req->client_request_id = m.h.request_id;
 	req->more_to_come = (m.flags & MSG_MORE_TO_COME) != 0;
 	if (!router_classify(&m.body, &ri)) {
@@ -500,7 +481,7 @@ static void handle_op_query(struct client *c, uint8_t *data, size_t len)
 		return;
 	}
 	STAT_INC(requests_local);
-	req = request_new(c, REQ_FORWARD);
+	req = client_request_new(c);
 	req->client_request_id = q.h.request_id;
 	req->legacy_reply = true;
 	snprintf(req->cmd, sizeof(req->cmd), "%s", bson_iter_key(&it));
@@ -562,7 +543,7 @@ static void process_input(struct client *c)
 	struct evbuffer *in = c->sb.in;
 
 	if (c->state == CL_ACTIVE)
-		pool_client_kick(c);
+		pool_owner_kick(&c->owner);
 
 	while (may_parse(c)) {
 		size_t avail = evbuffer_get_length(in);
@@ -675,7 +656,8 @@ void client_janitor(uint64_t now)
 				     "incomplete message for more than %" PRId64
 				     " ms (client_read_timeout_ms)",
 				     g.cfg.client_read_timeout_ms);
-		} else if (idle_us && c->inflight == 0 && now - c->last_active_usec > idle_us) {
+		} else if (idle_us && c->owner.inflight == 0 &&
+			   now - c->last_active_usec > idle_us) {
 			client_close(c,
 				     "idle for more than %" PRId64 " ms (client_idle_timeout_ms)",
 				     g.cfg.client_idle_timeout_ms);
@@ -700,26 +682,8 @@ int client_count(void)
 
 void client_phase_counts(int *idle, int *waiting, int *running)
 {
-	struct client *c;
-
-	*idle = *waiting = *running = 0;
-	TAILQ_FOREACH(c, &clients_active, link) {
-		struct request *req;
-		bool w = false, r = false;
-
-		TAILQ_FOREACH(req, &c->requests, client_link) {
-			if (req->server != NULL)
-				r = true;
-			else if (req->queued || req->kind == REQ_LOOKUP)
-				w = true; /* not: a request being answered by the proxy itself */
-		}
-		if (r)
-			(*running)++;
-		else if (w)
-			(*waiting)++;
-		else
-			(*idle)++;
-	}
+	request_owner_phases(waiting, running);
+	*idle = n_active - *waiting - *running;
 }
 
 void client_memory_paused(bool paused)
