@@ -35,7 +35,7 @@ static enum phase owner_phase(const struct request_owner *o)
 {
 	if (o->n_state[REQ_RUNNING] > 0)
 		return PHASE_RUNNING;
-	if (o->n_state[REQ_QUEUED] + o->n_state[REQ_HELLO] + o->n_state[REQ_BATCHED] > 0)
+	if (o->n_state[REQ_QUEUED] + o->n_state[REQ_HELLO_WAIT] + o->n_state[REQ_BATCHED] > 0)
 		return PHASE_WAITING;
 	return PHASE_IDLE;
 }

@@ -4,14 +4,14 @@
  *
  * States and their lists (request_set_state() moves a request and logs
  * every move at debug; nothing else touches `queue_link`):
- *   REQ_NEW      on no list: being routed, or a batch waiting for its timer
- *   REQ_QUEUED   waiting for a backend connection: a pool's `waiting` or a
- *                server's `sticky_waiting` (then `wait_server` is set)
- *   REQ_HELLO    a handshake waiting for the first backend hello
- *                (pool->hello_waiters)
- *   REQ_BATCHED  a lookup, member of a batch (batch->members, pool/batch.c)
- *   REQ_RUNNING  sent to a backend (`server`); the module's own list
- *   REQ_LOCAL    answered by the proxy itself; the module's own list
+ *   REQ_NEW         on no list: being routed, or a batch waiting for its timer
+ *   REQ_QUEUED      waiting for a backend connection: a pool's `waiting` or a
+ *                   server's `sticky_waiting` (then `wait_server` is set)
+ *   REQ_HELLO_WAIT  a handshake waiting for the first backend hello
+ *                   (pool->hello_waiters)
+ *   REQ_BATCHED     a lookup, member of a batch (batch->members, pool/batch.c)
+ *   REQ_RUNNING     sent to a backend (`server`); the module's own list
+ *   REQ_LOCAL       answered by the proxy itself; the module's own list
  * Counts per state, per owner and per owner phase are kept by
  * request_set_state from these lists (request_count, request_owner_phases).
  *
@@ -46,7 +46,7 @@ struct request_owner;
 enum request_state {
 	REQ_NEW,
 	REQ_QUEUED,
-	REQ_HELLO,
+	REQ_HELLO_WAIT,
 	REQ_BATCHED,
 	REQ_RUNNING,
 	REQ_LOCAL,
@@ -139,8 +139,8 @@ struct request {
 	struct pool *pool;
 	struct server *server;
 	char cmd[64];
-	bson_t *hello_cmd; /* REQ_HELLO: the client's command, kept */
-	/* REQ_HELLO: answers it once the backend's limits are known */
+	bson_t *hello_cmd; /* REQ_HELLO_WAIT: the client's command, kept */
+	/* REQ_HELLO_WAIT: answers it once the backend's limits are known */
 	void (*hello_answer)(struct request *req, const struct backend_info *bi);
 	struct batch *batch;	    /* the batch it runs (merged query) or belongs to */
 	struct lookup *lookup;	    /* REQ_BATCHED: its ids (pool/batch.c) */
@@ -166,7 +166,7 @@ void request_set_state_after(struct request *req, enum request_state st, struct 
 			     struct request *after);
 static inline bool request_waiting(const struct request *req)
 {
-	return req->state == REQ_QUEUED || req->state == REQ_HELLO;
+	return req->state == REQ_QUEUED || req->state == REQ_HELLO_WAIT;
 }
 /* Requests in `st` over all lists. */
 int request_count(enum request_state st);

@@ -358,7 +358,7 @@ void pool_wait_hello(struct request *req,
 		fail_unreachable(p, req, p->last_error);
 		return;
 	}
-	request_set_state(req, REQ_HELLO, &p->hello_waiters);
+	request_set_state(req, REQ_HELLO_WAIT, &p->hello_waiters);
 	connect_for_waiters(p);
 }
 

@@ -38,12 +38,13 @@ struct pool {
 	struct server_list idle;       /* SV_IDLE, most recently used first */
 	struct server_list active;     /* SV_ACTIVE */
 	int n_connecting, n_idle, n_active;
-	struct request_queue waiting;	    /* REQ_QUEUED for a connection, by round */
-	struct request_queue hello_waiters; /* REQ_HELLO: handshakes waiting for backend_info */
-	uint64_t round;			    /* round of the last dispatched request */
-	struct backend_info info;	    /* from the latest backend hello */
-	bool usable;			    /* last hello said writable (or not yet known) */
-	uint64_t next_connect_usec;	    /* backoff: no connect attempt before this */
+	struct request_queue waiting; /* REQ_QUEUED for a connection, by round */
+	/* REQ_HELLO_WAIT: handshakes waiting for backend_info */
+	struct request_queue hello_waiters;
+	uint64_t round;		    /* round of the last dispatched request */
+	struct backend_info info;   /* from the latest backend hello */
+	bool usable;		    /* last hello said writable (or not yet known) */
+	uint64_t next_connect_usec; /* backoff: no connect attempt before this */
 	int64_t backoff_ms;
 	char last_error[256];
 	int last_code;		   /* of the last failed connect: 18 = authentication */

@@ -37,13 +37,16 @@ void server_set_justfree_hook(void (*hook)(void))
 	justfree_hook = hook;
 }
 
-static const char *const state_names[] = {"connecting", "idle", "active", "justfree"};
+static const char *const state_names[] = {"new", "connecting", "idle", "active", "justfree"};
 
 static struct server_list *state_list(struct server *s, enum server_state st, int **count)
 {
 	struct pool *p = s->pool;
 
 	switch (st) {
+	case SV_NEW:
+		*count = NULL;
+		return NULL;
 	case SV_CONNECTING:
 		*count = &p->n_connecting;
 		return &p->connecting;
@@ -69,7 +72,8 @@ void server_set_state(struct server *s, enum server_state st)
 		return;
 	from = state_list(s, s->state, &cfrom);
 	to = state_list(s, st, &cto);
-	TAILQ_REMOVE(from, s, link);
+	if (from != NULL)
+		TAILQ_REMOVE(from, s, link);
 	if (cfrom)
 		(*cfrom)--;
 	if (st == SV_IDLE)
@@ -94,12 +98,10 @@ bool server_connect(struct pool *p)
 		fatal("out of memory");
 	s->id = next_server_id++;
 	s->pool = p;
-	s->state = SV_CONNECTING;
+	s->state = SV_NEW;
 	s->created_usec = g.now_usec;
 	REQUEST_QUEUE_INIT(&s->sticky_waiting);
-	TAILQ_INSERT_TAIL(&p->connecting, s, link);
-	p->n_connecting++;
-	server_debug(s, "connecting");
+	server_set_state(s, SV_CONNECTING);
 	if (!sbuf_connect(&s->sb, g.base, (struct sockaddr *)&p->addr, p->addrlen, sbuf_cb_server,
 			  s)) {
 		server_close(s, 6, "HostUnreachable", "connect: %s", strerror(s->sb.err));

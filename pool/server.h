@@ -2,6 +2,7 @@
  * server.h — one backend connection, owned by its pool.
  *
  * States and their lists (server_set_state moves it and logs at debug):
+ *   SV_NEW         no list: being set up (server_connect)
  *   SV_CONNECTING  pool->connecting: TCP connect + the proxy's hello + backend
  *                  authentication (pool/auth.c); idle only once logged in
  *   SV_IDLE        pool->idle: ready, no request
@@ -27,6 +28,7 @@ struct pool;
 struct request;
 
 enum server_state {
+	SV_NEW,
 	SV_CONNECTING,
 	SV_IDLE,
 	SV_ACTIVE,
