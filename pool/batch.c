@@ -1,5 +1,6 @@
 /*
- * batch.c — the _id batcher.
+ * batch.c — the _id batcher: batch lifetime (the merged reply is
+ * pool/batch_reply.c, the pure id logic pool/batch_ids.c).
  *
  *   find {_id: v | {$eq: v} | {$in: [...]}} ──▶ batch_try_submit
  *        idle backend and no wait configured ──▶ forwarded as is (false)
@@ -27,48 +28,13 @@
 #include <string.h>
 
 #include "pool/batch_ids.h"
+#include "pool/batch_int.h"
 #include "pool/batch_sizes.h"
 #include "pool/pool.h"
 #include "pool/server.h"
 #include "core/globals.h"
 #include "core/stats.h"
 #include "core/wire.h"
-
-/* Room left under 16 MB for a reply's envelope. */
-#define REPLY_DOCS_MAX (WIRE_MAX_BSON - 16 * 1024)
-
-/* One requester's ids (copies), sorted and deduplicated, and the callbacks
- * its creator installed (back in place when it leaves the batch). */
-struct lookup {
-	struct batch_id_list ids;
-	const struct request_ops *own_ops;
-};
-
-#define DB_NAME_MAX   128
-#define COLL_NAME_MAX 256
-
-struct batch {
-	struct request *req; /* the merged query's request (batch_ops) */
-	char *key;	     /* db, coll, projection, readConcern, readPreference, maxTimeMS */
-	size_t keylen;
-	char db[DB_NAME_MAX];
-	char coll[COLL_NAME_MAX];
-	bson_t extra;		      /* projection/readConcern/$readPreference/maxTimeMS to copy */
-	struct request_queue members; /* REQ_BATCHED lookups */
-	int nids;		      /* sum over members (before union dedup) */
-	int max_ids;  /* ids accepted, from batch_max_ids and the namespace's doc sizes */
-	int nuniq;    /* ids in the merged $in (once sealed) */
-	int getmores; /* sent to drain this batch */
-	bool open;    /* accepting members */
-	TAILQ_ENTRY(batch) open_link;
-	struct event *timer; /* batch_max_wait_us with an idle backend */
-	int64_t cursor_id;
-	struct batch_ids_doc *found; /* data: copies owned here */
-	int nfound, capfound;
-	bson_value_t cluster_time; /* $clusterTime of the last reply (document) */
-	bson_value_t operation_time;
-	bool have_ct, have_ot;
-};
 
 static const struct request_ops batch_ops, member_ops;
 
@@ -141,7 +107,7 @@ static void close_batch(struct batch *b)
 }
 
 /* Free the batch and its request; members must already be gone. */
-static void batch_free(struct batch *b)
+void batch_free(struct batch *b)
 {
 	struct request *req = b->req;
 
@@ -181,7 +147,7 @@ static int max_ids_for(const char *db, const char *coll)
 /* batchSize for `want` more documents: one more than expected, so that the
  * first batch can close the cursor (a server leaves it open when the batch
  * fills exactly), capped so the reply fits under the message limit. */
-static int32_t reply_batch_size(const struct batch *b, int want)
+int32_t batch_reply_size(const struct batch *b, int want)
 {
 	int fit = batch_sizes_docs_fitting(batch_sizes_get(b->db, b->coll), reply_limit());
 	int64_t n = (int64_t)(want > 0 ? want : 0) + 1;
@@ -346,7 +312,7 @@ bool batch_try_submit(struct request *req, const bson_t *body)
 
 /* ---- running a batch ------------------------------------------------ */
 
-static struct evbuffer *command_message(const bson_t *cmd, int32_t *id_out)
+struct evbuffer *batch_command_message(const bson_t *cmd, int32_t *id_out)
 {
 	struct evbuffer *msg = evbuffer_new();
 
@@ -356,7 +322,7 @@ static struct evbuffer *command_message(const bson_t *cmd, int32_t *id_out)
 }
 
 /* The members' id lists, for batch_ids (shallow). */
-static const struct batch_id_list **member_lists(const struct batch *b)
+const struct batch_id_list **batch_member_lists(const struct batch *b)
 {
 	const struct batch_id_list **lists = calloc((size_t)b->members.n + 1, sizeof(*lists));
 	const struct request *m;
@@ -391,7 +357,7 @@ static void build_query(const struct batch *b, const bson_value_t *ids, int n, b
 	bson_concat(cmd, &b->extra);
 	/* ids are distinct and _id is unique: at most n documents, so n + 1
 	 * lets the first batch close the cursor (no getMore round trip). */
-	BSON_APPEND_INT32(cmd, "batchSize", reply_batch_size(b, n));
+	BSON_APPEND_INT32(cmd, "batchSize", batch_reply_size(b, n));
 	BSON_APPEND_UTF8(cmd, "$db", b->db);
 }
 
@@ -410,7 +376,7 @@ void batch_seal(struct request *req)
 	TAILQ_FOREACH(m, &b->members.list, queue_link)
 		hist_observe(&hist_batch_wait_ms, (double)(g.now_usec - m->enqueued_usec) / 1000.0);
 	all = malloc(sizeof(*all) * (size_t)(b->nids ? b->nids : 1));
-	lists = member_lists(b);
+	lists = batch_member_lists(b);
 	if (all == NULL)
 		fatal("out of memory");
 	b->nuniq = batch_ids_union(lists, b->members.n, all); /* shallow: lookups own them */
@@ -419,7 +385,7 @@ void batch_seal(struct request *req)
 	free(all);
 	if (req->msg)
 		evbuffer_free(req->msg);
-	req->msg = command_message(&cmd, &unused);
+	req->msg = batch_command_message(&cmd, &unused);
 	bson_destroy(&cmd);
 	STAT_INC(batches_sent);
 	STAT_ADD(batch_lookups, (uint64_t)b->members.n);
@@ -429,7 +395,7 @@ void batch_seal(struct request *req)
 }
 
 /* A member (off its batch already) becomes its creator's request again. */
-static void restore(struct request *m)
+void batch_member_restore(struct request *m)
 {
 	m->ops = m->lookup->own_ops;
 	m->batch = NULL;
@@ -441,11 +407,11 @@ static void restore(struct request *m)
 static void leave(struct request *m)
 {
 	request_set_state(m, REQ_NEW, NULL);
-	restore(m);
+	batch_member_restore(m);
 }
 
 /* Run a member (off its batch already) as a plain forwarded request. */
-static void run_alone(struct request *m)
+void batch_member_run_alone(struct request *m)
 {
 	STAT_INC(batch_fallbacks);
 	if (m->owner == NULL) {
@@ -463,7 +429,7 @@ void batch_rerun_alone(struct request *req)
 	close_batch(b);
 	while ((m = TAILQ_FIRST(&b->members.list)) != NULL) {
 		leave(m);
-		run_alone(m);
+		batch_member_run_alone(m);
 	}
 	batch_free(b);
 }
@@ -480,222 +446,6 @@ void batch_fail(struct request *req, int code, const char *codename, const char 
 		request_fail(m, code, codename, msg, labels);
 	}
 	batch_free(b);
-}
-
-static void keep_time(bson_value_t *dst, bool *have, const bson_t *body, const char *key)
-{
-	bson_iter_t it;
-
-	if (!bson_iter_init_find(&it, body, key))
-		return;
-	if (*have)
-		bson_value_destroy(dst);
-	bson_value_copy(bson_iter_value(&it), dst);
-	*have = true;
-}
-
-static bool add_found(struct batch *b, const uint8_t *data, uint32_t len)
-{
-	struct batch_ids_doc *f;
-	uint8_t *copy;
-
-	if (b->nfound == b->capfound) {
-		b->capfound = b->capfound ? b->capfound * 2 : 64;
-		b->found = realloc(b->found, (size_t)b->capfound * sizeof(*b->found));
-		if (b->found == NULL)
-			fatal("out of memory");
-	}
-	copy = malloc(len);
-	if (copy == NULL)
-		fatal("out of memory");
-	memcpy(copy, data, len);
-	f = &b->found[b->nfound];
-	if (!batch_ids_doc_init(f, copy, len)) {
-		free(copy);
-		return false;
-	}
-	b->nfound++;
-	batch_sizes_observe(b->db, b->coll, len);
-	return true;
-}
-
-/* Read {ok:1, cursor: {id, firstBatch|nextBatch}}; false if the query failed. */
-static bool collect_reply(struct batch *b, const bson_t *body)
-{
-	bson_iter_t it, cur, docs;
-	const uint8_t *d;
-	uint32_t dl;
-
-	if (!bson_iter_init_find(&it, body, "ok") || bson_iter_as_double(&it) != 1.0)
-		return false;
-	if (!bson_iter_init_find(&it, body, "cursor") || !bson_iter_recurse(&it, &cur))
-		return false;
-	b->cursor_id = -1;
-	while (bson_iter_next(&cur)) {
-		const char *k = bson_iter_key(&cur);
-
-		if (strcmp(k, "id") == 0) {
-			b->cursor_id = bson_iter_as_int64(&cur);
-		} else if ((strcmp(k, "firstBatch") == 0 || strcmp(k, "nextBatch") == 0) &&
-			   bson_iter_recurse(&cur, &docs)) {
-			while (bson_iter_next(&docs)) {
-				if (!BSON_ITER_HOLDS_DOCUMENT(&docs))
-					return false;
-				bson_iter_document(&docs, &dl, &d);
-				if (!add_found(b, d, dl))
-					return false;
-			}
-		}
-	}
-	keep_time(&b->cluster_time, &b->have_ct, body, "$clusterTime");
-	keep_time(&b->operation_time, &b->have_ot, body, "operationTime");
-	return b->cursor_id >= 0;
-}
-
-static void send_get_more(struct server *s, struct batch *b)
-{
-	bson_t cmd;
-	int32_t id;
-	struct evbuffer *msg;
-
-	bson_init(&cmd);
-	BSON_APPEND_INT64(&cmd, "getMore", b->cursor_id);
-	BSON_APPEND_UTF8(&cmd, "collection", b->coll);
-	BSON_APPEND_INT32(&cmd, "batchSize", reply_batch_size(b, b->nuniq - b->nfound));
-	BSON_APPEND_UTF8(&cmd, "$db", b->db);
-	msg = command_message(&cmd, &id);
-	bson_destroy(&cmd);
-	STAT_INC(batch_getmores);
-	b->getmores++;
-	server_send_more(s, msg, id);
-	evbuffer_free(msg);
-}
-
-/* Answer one member with its documents, in _id order; false if too big. */
-static bool answer_member(struct batch *b, struct request *m, int *idx)
-{
-	int n = batch_ids_docs_for(b->found, b->nfound, &m->lookup->ids, idx);
-	bson_t reply, cursor, arr, doc;
-	char key[16], ns[400];
-	const char *k;
-	size_t bytes = 0;
-
-	for (int i = 0; i < n; i++)
-		bytes += b->found[idx[i]].len;
-	if (bytes > REPLY_DOCS_MAX)
-		return false;
-	bson_init(&reply);
-	BSON_APPEND_DOCUMENT_BEGIN(&reply, "cursor", &cursor);
-	BSON_APPEND_ARRAY_BEGIN(&cursor, "firstBatch", &arr);
-	for (int i = 0; i < n; i++) {
-		const struct batch_ids_doc *f = &b->found[idx[i]];
-
-		bson_uint32_to_string((uint32_t)i, &k, key, sizeof(key));
-		if (bson_init_static(&doc, f->data, f->len))
-			bson_append_document(&arr, k, -1, &doc);
-	}
-	bson_append_array_end(&cursor, &arr);
-	BSON_APPEND_INT64(&cursor, "id", 0);
-	snprintf(ns, sizeof(ns), "%s.%s", b->db, b->coll);
-	BSON_APPEND_UTF8(&cursor, "ns", ns);
-	bson_append_document_end(&reply, &cursor);
-	BSON_APPEND_DOUBLE(&reply, "ok", 1.0);
-	if (b->have_ct)
-		bson_append_value(&reply, "$clusterTime", -1, &b->cluster_time);
-	if (b->have_ot)
-		bson_append_value(&reply, "operationTime", -1, &b->operation_time);
-	request_reply_doc(m, &reply);
-	bson_destroy(&reply);
-	return true;
-}
-
-/* Every document must be comparable, unique and claimed by some lookup;
- * otherwise the backend's equality differs from ours (a collation, a view,
- * a backend quirk, a value we cannot compare exactly) and splitting could
- * hand out wrong documents. Sorts the documents by _id. */
-static bool split_is_safe(struct batch *b)
-{
-	const struct batch_id_list **lists = member_lists(b);
-	bool ok = batch_ids_split_ok(b->found, b->nfound, lists, b->members.n);
-
-	free(lists);
-	return ok;
-}
-
-static void split_and_answer(struct batch *b)
-{
-	struct request *m;
-	int *idx = malloc(sizeof(int) * (size_t)(b->nids + 1));
-
-	if (idx == NULL)
-		fatal("out of memory");
-	while ((m = TAILQ_FIRST(&b->members.list)) != NULL) {
-		request_set_state(m, REQ_NEW, NULL); /* member callbacks until answered */
-		if (m->owner == NULL) {
-			request_done(m);
-			continue;
-		}
-		if (!answer_member(b, m, idx)) { /* answered and freed, unless: */
-			restore(m);		 /* its documents exceed 16 MB together */
-			run_alone(m);
-		}
-	}
-	free(idx);
-}
-
-/* Each lookup re-runs alone so its own error (or its own reply) reaches it. */
-static void give_up(struct server *s, struct request *req)
-{
-	s->req = NULL;
-	req->server = NULL;
-	batch_rerun_alone(req);
-	server_release(s);
-}
-
-void batch_on_reply(struct server *s, struct request *req, struct evbuffer *buf, uint8_t *data,
-		    size_t len, const struct wire_msg *m)
-{
-	struct batch *b = req->batch;
-
-	(void)buf;
-	(void)data;
-	(void)len;
-	if (!collect_reply(b, &m->body)) {
-		give_up(s, req);
-		return;
-	}
-	if (b->cursor_id != 0) {
-		send_get_more(s, b);
-		return;
-	}
-	if (b->getmores == 0 && b->nfound >= b->nuniq)
-		STAT_INC(batch_getmores_saved); /* batchSize = ids would have left it open */
-	if (!split_is_safe(b)) {
-		log_warning("merged query on %s.%s returned documents that match no lookup by "
-			    "MongoDB equality, or _id values the batcher cannot compare exactly; "
-			    "re-running each lookup alone",
-			    b->db, b->coll);
-		give_up(s, req);
-		return;
-	}
-	s->req = NULL;
-	req->server = NULL;
-	split_and_answer(b);
-	batch_free(b);
-	server_release(s);
-}
-
-void batch_reply_discarded(struct server *s, struct request *req, int64_t len)
-{
-	struct batch *b = req->batch;
-	int64_t avg = len / (b->nuniq > 0 ? b->nuniq : 1);
-
-	log_warning("merged query on %s.%s: the backend's %" PRId64 "-byte reply exceeds "
-		    "maxMessageSizeBytes; discarded, each lookup re-run alone",
-		    b->db, b->coll, len);
-	STAT_INC(batch_replies_discarded);
-	batch_sizes_observe(b->db, b->coll, avg > UINT32_MAX ? UINT32_MAX : (uint32_t)avg);
-	give_up(s, req);
 }
 
 /* ---- callbacks ---------------------------------------------------------- */
