@@ -48,19 +48,46 @@ static void phase_add(enum phase ph, int delta)
 		phase_waiting += delta;
 }
 
-/* Count `req` in (delta 1) or out of (-1) its owner's state counts. */
-static void owner_count(struct request *req, int delta)
+/* The phase a request in `st` gives its owner at least (REQ_NSTATES: none). */
+static enum phase state_phase(enum request_state st)
+{
+	switch (st) {
+	case REQ_RUNNING:
+		return PHASE_RUNNING;
+	case REQ_QUEUED:
+	case REQ_HELLO_WAIT:
+	case REQ_BATCHED:
+		return PHASE_WAITING;
+	default:
+		return PHASE_IDLE;
+	}
+}
+
+/* Count `req`, which moves from state `from` to `to` (REQ_NSTATES: in or
+ * out of existence), in its owner's counts and the owners' phase counts. */
+static void owner_count(struct request *req, enum request_state from, enum request_state to)
 {
 	struct request_owner *o = req->owner;
-	enum phase before;
+	enum phase before, after;
 
 	if (o == NULL)
 		return;
+	if (state_phase(from) == state_phase(to)) { /* the owner's phase stays */
+		if (from != REQ_NSTATES)
+			o->n_state[from]--;
+		if (to != REQ_NSTATES)
+			o->n_state[to]++;
+		return;
+	}
 	before = owner_phase(o);
-	o->n_state[req->state] += delta;
-	if (owner_phase(o) != before) {
+	if (from != REQ_NSTATES)
+		o->n_state[from]--;
+	if (to != REQ_NSTATES)
+		o->n_state[to]++;
+	after = owner_phase(o);
+	if (after != before) {
 		phase_add(before, -1);
-		phase_add(owner_phase(o), 1);
+		phase_add(after, 1);
 	}
 }
 
@@ -87,7 +114,7 @@ struct request *request_new(struct request_owner *owner, const struct request_op
 	if (owner != NULL) {
 		TAILQ_INSERT_TAIL(&owner->requests, req, client_link);
 		owner->inflight++;
-		owner_count(req, 1);
+		owner_count(req, REQ_NSTATES, REQ_NEW);
 	}
 	return req;
 }
@@ -118,11 +145,10 @@ static void move(struct request *req, enum request_state st, struct request_queu
 	log_debug("R-%" PRIu64 " (%s) %s -> %s", req->id, req->ops->name, state_names[req->state],
 		  state_names[st]);
 	leave_list(req);
-	owner_count(req, -1);
+	owner_count(req, req->state, st);
 	state_count[req->state]--;
 	req->state = st;
 	state_count[st]++;
-	owner_count(req, 1);
 	if (q == NULL)
 		return;
 	if (tail)
@@ -163,7 +189,7 @@ static struct request_owner *detach(struct request *req)
 	struct request_owner *o = req->owner;
 
 	if (o != NULL) {
-		owner_count(req, -1);
+		owner_count(req, req->state, REQ_NSTATES);
 		TAILQ_REMOVE(&o->requests, req, client_link);
 		o->inflight--;
 		req->owner = NULL;
