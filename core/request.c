@@ -31,16 +31,14 @@ static uint64_t next_request_id = 1;
 
 enum phase { PHASE_IDLE, PHASE_WAITING, PHASE_RUNNING };
 
-static enum phase owner_phase(const struct request_owner *o)
-{
-	if (o->n_state[REQ_RUNNING] > 0)
-		return PHASE_RUNNING;
-	if (o->n_state[REQ_QUEUED] + o->n_state[REQ_HELLO_WAIT] + o->n_state[REQ_BATCHED] > 0)
-		return PHASE_WAITING;
-	return PHASE_IDLE;
-}
+/* The phase a request in a state gives its owner ([REQ_NSTATES]: none). */
+static const unsigned char state_phase[REQ_NSTATES + 1] = {
+    [REQ_NEW] = PHASE_IDLE,	   [REQ_QUEUED] = PHASE_WAITING,  [REQ_HELLO_WAIT] = PHASE_WAITING,
+    [REQ_BATCHED] = PHASE_WAITING, [REQ_RUNNING] = PHASE_RUNNING, [REQ_LOCAL] = PHASE_IDLE,
+    [REQ_NSTATES] = PHASE_IDLE,
+};
 
-static void phase_add(enum phase ph, int delta)
+static void phase_add(int ph, int delta)
 {
 	if (ph == PHASE_RUNNING)
 		phase_running += delta;
@@ -48,46 +46,29 @@ static void phase_add(enum phase ph, int delta)
 		phase_waiting += delta;
 }
 
-/* The phase a request in `st` gives its owner at least (REQ_NSTATES: none). */
-static enum phase state_phase(enum request_state st)
-{
-	switch (st) {
-	case REQ_RUNNING:
-		return PHASE_RUNNING;
-	case REQ_QUEUED:
-	case REQ_HELLO_WAIT:
-	case REQ_BATCHED:
-		return PHASE_WAITING;
-	default:
-		return PHASE_IDLE;
-	}
-}
-
 /* Count `req`, which moves from state `from` to `to` (REQ_NSTATES: in or
- * out of existence), in its owner's counts and the owners' phase counts. */
+ * out of existence), in its owner's counts and the owners' phase counts:
+ * an owner is running while any request runs, else waiting while any waits. */
 static void owner_count(struct request *req, enum request_state from, enum request_state to)
 {
 	struct request_owner *o = req->owner;
-	enum phase before, after;
+	int pf = state_phase[from], pt = state_phase[to], ph;
 
 	if (o == NULL)
 		return;
-	if (state_phase(from) == state_phase(to)) { /* the owner's phase stays */
-		if (from != REQ_NSTATES)
-			o->n_state[from]--;
-		if (to != REQ_NSTATES)
-			o->n_state[to]++;
-		return;
-	}
-	before = owner_phase(o);
-	if (from != REQ_NSTATES)
-		o->n_state[from]--;
-	if (to != REQ_NSTATES)
-		o->n_state[to]++;
-	after = owner_phase(o);
-	if (after != before) {
-		phase_add(before, -1);
-		phase_add(after, 1);
+	o->n_state[from]--;
+	o->n_state[to]++;
+	if (pf == pt)
+		return; /* the owner's phase stays */
+	o->n_phase[pf]--;
+	o->n_phase[pt]++;
+	ph = o->n_phase[PHASE_RUNNING] > 0   ? PHASE_RUNNING
+	     : o->n_phase[PHASE_WAITING] > 0 ? PHASE_WAITING
+					     : PHASE_IDLE;
+	if (ph != o->phase) {
+		phase_add(o->phase, -1);
+		phase_add(ph, 1);
+		o->phase = ph;
 	}
 }
 

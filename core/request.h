@@ -109,8 +109,10 @@ struct request_owner {
 	uint64_t id;		      /* C-<id> in logs; the cursor table's owner id */
 	struct request_list requests; /* parsed and not yet answered */
 	int inflight;		      /* entries in `requests` */
-	int n_state[REQ_NSTATES];
-	struct server *sticky; /* pool/sticky.c: connection of its unacknowledged write */
+	int n_state[REQ_NSTATES + 1]; /* per state ([REQ_NSTATES]: scratch, "none") */
+	int n_phase[3];		      /* requests per phase class: idle, waiting, running */
+	int phase;		      /* the owner's phase, as counted in request.c */
+	struct server *sticky;	      /* pool/sticky.c: connection of its unacknowledged write */
 	const struct request_owner_ops *ops;
 };
 
