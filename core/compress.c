@@ -19,6 +19,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "core/xalloc.h"
 #include "core/errors.h"
 #include "core/log.h"
 #include "core/stats.h"
@@ -177,11 +178,7 @@ static bool read_hdr(const uint8_t *data, size_t len, size_t max_len, struct unw
 
 static uint8_t *alloc_block(size_t n)
 {
-	uint8_t *p = malloc(n);
-
-	if (p == NULL)
-		fatal("out of memory");
-	return p;
+	return xmalloc(n);
 }
 
 static bool unwrap_noop(const struct unwrap_hdr *u, uint8_t **blk, struct wire_error *err)
@@ -256,9 +253,7 @@ static bool unwrap_zlib(const struct unwrap_hdr *u, uint8_t **blk, struct wire_e
 		if (cap == limit)
 			return zlib_fail(&zs, err, "zlib data inflates past uncompressedSize");
 		cap = cap * 2 < limit ? cap * 2 : limit;
-		*blk = realloc(*blk, WIRE_HEADER_LEN + cap);
-		if (*blk == NULL)
-			fatal("out of memory");
+		*blk = xrealloc(*blk, WIRE_HEADER_LEN + cap);
 		zs.next_out = *blk + WIRE_HEADER_LEN + zs.total_out;
 		zs.avail_out = (uInt)(cap - zs.total_out);
 	}

@@ -20,6 +20,7 @@
 
 /* clang-format off */
 #define MP_ERRORS(X)                                                                               \
+	X(INTERNAL_ERROR, 1, "InternalError", NULL)                                                \
 	X(BAD_VALUE, 2, "BadValue", NULL)                                                          \
 	X(HOST_UNREACHABLE, 6, "HostUnreachable", NULL)                                            \
 	X(UNAUTHORIZED, 13, "Unauthorized", NULL)                                                  \

@@ -1,24 +1,29 @@
 /*
- * request.h — one client request on its way through the proxy.
+ * request.h — one client request on its way through the proxy, the unit
+ * both layers pass, and the callbacks through which it comes back.
  *
- * A request belongs to its client (client->requests, until done) and, while
- * it waits, to at most one queue through `queue_link`: a pool's wait queue,
- * a pool's hello waiters or a server's sticky queue (`queued` set;
- * `wait_server` names the server), or a batch's member list.
- * While it runs it is referenced by exactly one server (server->req). When
- * its client goes away first, `client` becomes NULL and the reply is dropped
- * on arrival.
+ * States and their lists (request_set_state() moves a request and logs
+ * every move at debug; nothing else touches `queue_link`):
+ *   REQ_NEW         on no list: being routed, or a batch waiting for its timer
+ *   REQ_QUEUED      waiting for a backend connection: a pool's `waiting` or a
+ *                   server's `sticky_waiting` (then `wait_server` is set)
+ *   REQ_HELLO_WAIT  a handshake waiting for the first backend hello
+ *                   (pool->hello_waiters)
+ *   REQ_BATCHED     a lookup, member of a batch (batch->members, pool/batch.c)
+ *   REQ_RUNNING     sent to a backend (`server`); the module's own list
+ *   REQ_LOCAL       answered by the proxy itself; the module's own list
+ * Counts per state, per owner and per owner phase are kept by
+ * request_set_state from these lists (request_count, request_owner_phases).
  *
- * Batch members (REQ_LOOKUP) differ: one stays on its batch's member list
- * from joining until it is answered or re-run alone, with `queued` false, and
- * never runs on a server itself: the batch's own REQ_BATCH request (no
- * client, on no client's list) is queued and runs for all of them.
+ * A request belongs to its owner (the client, owner->requests, until done).
+ * When its client goes away first, `owner` becomes NULL: a waiting request
+ * is dropped (ops->abandon), a running one has its reply dropped on arrival.
+ * Requests with no owner from the start: a batch's merged query (pool/batch.c)
+ * and the proxy's own killCursors (proxy/cursor.c).
  *
- * Kinds:
- *   REQ_FORWARD  raw bytes forwarded for one exchange
- *   REQ_HELLO    a handshake waiting for the first backend hello
- *   REQ_LOOKUP   a batchable _id lookup, member of a batch (pool/batch.c)
- *   REQ_BATCH    a merged $in query run by the batcher (no client)
+ * Callbacks (`ops`), set by whoever creates the request: the client
+ * (proxy/client_ops.c), the batcher for the merged query and for its
+ * members. The pool and the servers reach the request only through them.
  */
 #pragma once
 
@@ -28,45 +33,120 @@
 #include <stdint.h>
 #include "core/list.h"
 
-struct client;
 struct server;
 struct pool;
 struct batch;
 struct lookup;
 struct cursor_note;
+struct wire_msg;
+struct backend_info;
+struct request;
+struct request_owner;
 
-enum request_kind {
-	REQ_FORWARD,
-	REQ_HELLO,
-	REQ_LOOKUP,
-	REQ_BATCH,
+enum request_state {
+	REQ_NEW,
+	REQ_QUEUED,
+	REQ_HELLO_WAIT,
+	REQ_BATCHED,
+	REQ_RUNNING,
+	REQ_LOCAL,
+	REQ_NSTATES,
 };
 
+TAILQ_HEAD(request_list, request);
+
+/* A list of requests in one state with its length; only request_set_state
+ * changes either. */
+struct request_queue {
+	struct request_list list;
+	int n;
+};
+
+#define REQUEST_QUEUE_INIT(q)                                                                      \
+	do {                                                                                       \
+		TAILQ_INIT(&(q)->list);                                                            \
+		(q)->n = 0;                                                                        \
+	} while (0)
+
+/* What a request does at each turn; NULL entries mean "nothing to do". */
+struct request_ops {
+	const char *name; /* in debug logs */
+	/* About to be sent to `s` (the client releases its memory charge, the
+	 * batcher builds its merged query). */
+	void (*start)(struct request *req);
+	/* A complete backend reply for it on `s`; the callback finishes the
+	 * exchange (server_release) or continues it (server_send_more). */
+	void (*reply)(struct server *s, struct request *req, struct evbuffer *buf, uint8_t *data,
+		      size_t len, const struct wire_msg *m);
+	/* Its reply announces `len` bytes over the message limit; non-NULL:
+	 * the server skips the bytes and this takes over (releases `s`). */
+	void (*reply_too_big)(struct server *s, struct request *req, int64_t len);
+	/* Refused before it ran: a MongoDB error (request_fail for clients). */
+	void (*error)(struct request *req, int code, const char *codename, const char *msg,
+		      const char *const *labels);
+	/* The backend could not be reached, or its connection failed while the
+	 * request ran (request_fail_network for clients). */
+	void (*network_error)(struct request *req, int code, const char *codename, const char *why);
+	/* Its owner went away (owner is NULL already). */
+	void (*abandon)(struct request *req);
+	/* Being freed: release what the creator attached. */
+	void (*release)(struct request *req);
+};
+
+/* The client side, as the lower layers see it (embedded in struct client). */
+struct request_owner_ops {
+	/* May one more of its requests be sent to a backend now? */
+	bool (*may_dispatch)(const struct request_owner *o);
+	/* Append a whole reply message. */
+	void (*send)(struct request_owner *o, struct request *req, struct evbuffer *msg);
+	/* One of its requests finished: resume reading (deferred). */
+	void (*finished)(struct request_owner *o);
+};
+
+/* Rules: `requests` holds every request of the owner in arrival order until
+ * it is done or detached; `n_state` counts them per state (request.c only). */
+struct request_owner {
+	uint64_t id;		      /* C-<id> in logs; the cursor table's owner id */
+	struct request_list requests; /* parsed and not yet answered */
+	int inflight;		      /* entries in `requests` */
+	int n_state[REQ_NSTATES + 1]; /* per state ([REQ_NSTATES]: scratch, "none") */
+	int n_phase[3];		      /* requests per phase class: idle, waiting, running */
+	int phase;		      /* the owner's phase, as counted in request.c */
+	struct server *sticky;	      /* pool/sticky.c: connection of its unacknowledged write */
+	const struct request_owner_ops *ops;
+};
+
+/* Rules: on at most one state list through `queue_link` (`queue`, NULL for
+ * REQ_NEW); `state` changes only in request_set_state. */
 struct request {
-	enum request_kind kind;
-	struct client *client;
+	uint64_t id; /* for logs */
+	enum request_state state;
+	const struct request_ops *ops;
+	struct request_owner *owner;
 	TAILQ_ENTRY(request) client_link;
 	TAILQ_ENTRY(request) queue_link;
-	bool queued;		    /* on a pool or sticky queue (never set for batch members) */
-	struct server *wait_server; /* queued on this server's sticky queue (pool/sticky.c) */
-	size_t held_bytes;	    /* message bytes counted in the memory bound until sent */
-	struct evbuffer *msg;	    /* message to send, header included */
-	int32_t client_request_id;  /* the client's requestID (our reply's responseTo) */
-	int32_t backend_request_id; /* our requestID on the backend */
-	bool more_to_come;	    /* client set moreToCome: no reply expected */
-	bool retryable_write;	    /* has txnNumber outside a transaction */
-	bool sent;		    /* bytes handed to a backend: may have executed */
-	bool legacy_reply;	    /* answer with OP_REPLY (legacy OP_QUERY handshake) */
-	int8_t reply_compressor;    /* request came OP_COMPRESSED with this id; -1: it did not */
-	uint64_t round;		    /* fair-queuing round (pool.c) */
+	struct request_queue *queue; /* the list it is on, NULL: none */
+	struct server *wait_server;  /* REQ_QUEUED on this server's sticky queue (pool/sticky.c) */
+	size_t held_bytes;	     /* message bytes counted in the memory bound until sent */
+	struct evbuffer *msg;	     /* message to send, header included */
+	int32_t client_request_id;   /* the client's requestID (our reply's responseTo) */
+	int32_t backend_request_id;  /* our requestID on the backend */
+	bool more_to_come;	     /* client set moreToCome: no reply expected */
+	bool retryable_write;	     /* has txnNumber outside a transaction */
+	bool sent;		     /* bytes handed to a backend: may have executed */
+	bool legacy_reply;	     /* answer with OP_REPLY (legacy OP_QUERY handshake) */
+	int8_t reply_compressor;     /* request came OP_COMPRESSED with this id; -1: it did not */
+	uint64_t round;		     /* fair-queuing round (pool.c) */
 	uint64_t enqueued_usec;
 	uint64_t started_usec;
 	struct pool *pool;
 	struct server *server;
 	char cmd[64];
-	bson_t *hello_cmd;	    /* REQ_HELLO: the client's command, kept */
-	struct batch *batch;	    /* REQ_BATCH */
-	struct lookup *lookup;	    /* REQ_LOOKUP */
+	bson_t *hello_cmd; /* REQ_HELLO_WAIT: the client's command, kept */
+	/* REQ_HELLO_WAIT: answers it once the backend's limits are known */
+	void (*hello_answer)(struct request *req, const struct backend_info *bi);
+	struct batch *batch;	    /* the batch it runs (merged query) or belongs to */
+	struct lookup *lookup;	    /* REQ_BATCHED: its ids (pool/batch.c) */
 	struct cursor_note *cursor; /* proxy/cursor.c: what its reply updates in the cursor table */
 	/* pool/select.c (replica sets): the member it must go to (its cursor's,
 	 * its transaction's), its $readPreference (NULL: primary), its slot + 1
@@ -82,15 +162,37 @@ struct request {
 	void *internal_arg;
 };
 
-TAILQ_HEAD(request_list, request);
+void request_owner_init(struct request_owner *o, uint64_t id, const struct request_owner_ops *ops);
 
-struct request *request_new(struct client *client, enum request_kind kind);
+/* A new request in REQ_NEW, appended to `owner`'s requests (owner may be NULL). */
+struct request *request_new(struct request_owner *owner, const struct request_ops *ops);
 void request_free(struct request *req);
 
-/* Its message is handed to a backend (or dropped): stop counting its bytes. */
-void request_release_held(struct request *req);
+/* Move `req` to `st`: off its list, onto the tail of `q` (NULL: the state's
+ * own list, none for REQ_NEW). _after: right after `after` (NULL: head). */
+void request_set_state(struct request *req, enum request_state st, struct request_queue *q);
+void request_set_state_after(struct request *req, enum request_state st, struct request_queue *q,
+			     struct request *after);
+static inline bool request_waiting(const struct request *req)
+{
+	return req->state == REQ_QUEUED || req->state == REQ_HELLO_WAIT;
+}
+/* Requests in `st` over all lists. */
+int request_count(enum request_state st);
+/* Attached owners with a request running / (none running and) one waiting
+ * (queued, waiting for hello or in a batch). */
+void request_owner_phases(int *waiting, int *running);
 
-/* Deliver a reply to the request's client (if still there) and finish it. */
+/* Detach every request from `o` (its client is closing) and abandon each. */
+void request_owner_abandon_all(struct request_owner *o);
+
+/* May a request of `o` (NULL: owner gone) be sent to a backend now? */
+static inline bool request_owner_may_dispatch(const struct request_owner *o)
+{
+	return o == NULL || o->ops->may_dispatch(o);
+}
+
+/* Deliver a reply to the request's owner (if still there) and finish it. */
 void request_reply_raw(struct request *req, struct evbuffer *reply);
 void request_reply_doc(struct request *req, const bson_t *doc);
 
@@ -109,3 +211,7 @@ void request_done(struct request *req);
  * driver may act on; never a retryable label on a non-retryable write that
  * may have executed. */
 void request_fail_network(struct request *req, int code, const char *codename, const char *why);
+
+/* Default abandon: a waiting request is dropped; a running one stays (its
+ * reply is dropped on arrival). */
+void request_abandon_default(struct request *req);

@@ -364,11 +364,7 @@ void sbuf_free(struct sbuf *sb)
 
 bool sbuf_use_tls(struct sbuf *sb, struct tls_conn *t)
 {
-	sb->wire = evbuffer_new();
-	if (sb->wire == NULL) {
-		tls_conn_free(t);
-		return false;
-	}
+	sb->wire = xevbuffer_new();
 	sb->tls = t;
 	sb->tls_client = sb->connecting;
 	return true;

@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "core/xalloc.h"
 #include "core/compress.h"
 #include "core/globals.h"
 #include "core/request.h"
@@ -85,7 +86,7 @@ void bcomp_wrap_request(const struct server *s, struct request *req)
 	msg = evbuffer_pullup(req->msg, -1);
 	if ((size_t)wire_read_i32(msg) != len)
 		return;
-	packed = evbuffer_new();
+	packed = xevbuffer_new();
 	if (compress_wrap(s->compressor, zlib_level, msg, len, packed)) {
 		STAT_INC(backend_compressed_requests);
 		evbuffer_drain(req->msg, len);

@@ -1,10 +1,11 @@
 /*
- * batch.c — the _id batcher.
+ * batch.c — the _id batcher: batch lifetime (the merged reply is
+ * pool/batch_reply.c, the pure id logic pool/batch_ids.c).
  *
  *   find {_id: v | {$eq: v} | {$in: [...]}} ──▶ batch_try_submit
  *        idle backend and no wait configured ──▶ forwarded as is (false)
  *        else ──▶ joins an open batch with the same key, or opens one
- *                 (REQ_BATCH queued in the pool like any request)
+ *                 (its merged-query request queued in the pool like any request)
  *   pool dispatches the batch ──▶ batch_seal: {find, filter: {_id: {$in: union}}}
  *   reply ──▶ collect documents; cursor open? getMore on the same connection
  *   drained ──▶ sort by _id, hand each lookup the documents equal to its ids
@@ -12,7 +13,10 @@
  *
  * Rules: a batch accepts members only while it is open (queued or waiting
  * for its timer); once sealed its id list is fixed. Lookups are owned by
- * their batch (members list, through queue_link) until answered. Every id
+ * their batch (REQ_BATCHED on its members list) until answered; while a
+ * member, a lookup runs the batcher's member callbacks (the client's are
+ * kept in its struct lookup and restored when it runs alone). The merged
+ * query is a request of its own with the batcher's callbacks (batch_ops). Every id
  * is a value batch_ids_value_ok accepts, so batch_ids_compare is exact;
  * the pure logic (classify, compare, union, split) lives in batch_ids.c.
  */
@@ -23,60 +27,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bsonval.h"
 #include "core/xalloc.h"
 #include "pool/batch_ids.h"
+#include "pool/batch_int.h"
 #include "pool/batch_sizes.h"
 #include "pool/pool.h"
 #include "pool/server.h"
-#include "core/bsonval.h"
-#include "proxy/client.h"
 #include "core/globals.h"
 #include "core/stats.h"
 #include "core/wire.h"
 
-/* Room left under 16 MB for a reply's envelope. */
-#define REPLY_DOCS_MAX (WIRE_MAX_BSON - 16 * 1024)
-
-/* One requester's ids (copies), sorted and deduplicated. */
-struct lookup {
-	struct batch_id_list ids;
-};
-
-#define DB_NAME_MAX   128
-#define COLL_NAME_MAX 256
-
-struct batch {
-	uint64_t id;	     /* B-<id> in log lines */
-	struct request *req; /* the REQ_BATCH request that runs it */
-	char *key;	     /* db, coll, projection, readConcern, readPreference, maxTimeMS */
-	size_t keylen;
-	char db[DB_NAME_MAX];
-	char coll[COLL_NAME_MAX];
-	bson_t extra; /* projection/readConcern/$readPreference/maxTimeMS to copy */
-	struct request_list members;
-	int nmembers;
-	int nids;     /* sum over members (before union dedup) */
-	int max_ids;  /* ids accepted, from batch_max_ids and the namespace's doc sizes */
-	int nuniq;    /* ids in the merged $in (once sealed) */
-	int getmores; /* sent to drain this batch */
-	bool open;    /* accepting members */
-	TAILQ_ENTRY(batch) open_link;
-	struct event *timer; /* batch_max_wait_us with an idle backend */
-	int64_t cursor_id;
-	struct batch_ids_doc *found; /* data: copies owned here */
-	int nfound, capfound;
-	bson_value_t cluster_time; /* $clusterTime of the last reply (document) */
-	bson_value_t operation_time;
-	bool have_ct, have_ot;
-};
+static const struct request_ops batch_ops, member_ops;
 
 static TAILQ_HEAD(, batch) open_batches = TAILQ_HEAD_INITIALIZER(open_batches);
-static int open_lookups;
 static uint64_t next_batch_id = 1;
 
 int batch_open_lookups(void)
 {
-	return open_lookups;
+	const struct batch *b;
+	int n = 0;
+
+	TAILQ_FOREACH(b, &open_batches, open_link)
+		n += b->members.n;
+	return n;
 }
 
 /* ---- batch lifetime --------------------------------------------------- */
@@ -89,7 +63,7 @@ static struct lookup *lookup_new(const bson_t *body)
 	return lk;
 }
 
-void batch_lookup_free(struct lookup *lk)
+static void lookup_free(struct lookup *lk)
 {
 	if (lk == NULL)
 		return;
@@ -146,11 +120,10 @@ static void close_batch(struct batch *b)
 		return;
 	b->open = false;
 	TAILQ_REMOVE(&open_batches, b, open_link);
-	open_lookups -= b->nmembers;
 }
 
 /* Free the batch and its request; members must already be gone. */
-static void batch_free(struct batch *b)
+void batch_free(struct batch *b)
 {
 	struct request *req = b->req;
 
@@ -190,7 +163,7 @@ static int max_ids_for(const char *db, const char *coll)
 /* batchSize for `want` more documents: one more than expected, so that the
  * first batch can close the cursor (a server leaves it open when the batch
  * fills exactly), capped so the reply fits under the message limit. */
-static int32_t reply_batch_size(const struct batch *b, int want)
+int32_t batch_reply_size(const struct batch *b, int want)
 {
 	int fit = batch_sizes_docs_fitting(batch_sizes_get(b->db, b->coll), reply_limit());
 	int64_t n = (int64_t)(want > 0 ? want : 0) + 1;
@@ -228,10 +201,10 @@ static struct batch *batch_open(const bson_t *body, const char *db, const char *
 	bson_strncpy(b->coll, coll, sizeof(b->coll));
 	build_key(body, b);
 	b->max_ids = max_ids_for(db, coll);
-	TAILQ_INIT(&b->members);
+	REQUEST_QUEUE_INIT(&b->members);
 	b->open = true;
 	TAILQ_INSERT_TAIL(&open_batches, b, open_link);
-	b->req = request_new(NULL, REQ_BATCH);
+	b->req = request_new(NULL, &batch_ops);
 	b->req->batch = b;
 	memcpy(b->req->cmd, "find", sizeof("find"));
 	return b;
@@ -239,16 +212,15 @@ static struct batch *batch_open(const bson_t *body, const char *db, const char *
 
 static void add_member(struct batch *b, struct request *req)
 {
-	req->kind = REQ_LOOKUP;
+	req->lookup->own_ops = req->ops;
+	req->ops = &member_ops;
 	req->batch = b;
 	req->enqueued_usec = g.now_usec;
-	TAILQ_INSERT_TAIL(&b->members, req, queue_link);
-	b->nmembers++;
+	request_set_state(req, REQ_BATCHED, &b->members);
 	b->nids += req->lookup->ids.n;
-	open_lookups++;
 	log_debug("B-%" PRIu64 " %s.%s: C-%" PRIu64 " request %d joins (%d lookups, %d ids)", b->id,
-		  b->db, b->coll, req->client ? req->client->id : 0, req->client_request_id,
-		  b->nmembers, b->nids);
+		  b->db, b->coll, req->owner ? req->owner->id : 0, req->client_request_id,
+		  b->members.n, b->nids);
 	if (b->nids >= b->max_ids)
 		close_batch(b); /* full: it runs as soon as a connection frees up */
 }
@@ -263,22 +235,28 @@ static bool too_big_to_merge(const struct lookup *lk, const char *db, const char
 	       lk->ids.n > 1;
 }
 
-bool batch_try_submit(struct request *req, const bson_t *body)
+/* What batch_try_submit learnt about a find before choosing a batch. */
+struct probe {
+	bool idle; /* a backend connection is free */
+	char db[DB_NAME_MAX];
+	char coll[COLL_NAME_MAX];
+};
+
+/* May this find be batched at all, and where does it go? false: forward.
+ * true: req->lookup holds its ids. */
+static bool probe(struct request *req, const bson_t *body, struct probe *pr)
 {
-	struct pool *p = pool_target();
-	bool idle = !TAILQ_EMPTY(&p->idle);
 	const char *why = batch_ids_classify(body);
 	struct bsonval_it it; /* the body was validated (wire_parse_msg) */
 	const char *db = NULL, *coll = NULL;
-	struct batch *b, probe = {0};
-	bool fresh = false;
 
+	pr->idle = !TAILQ_EMPTY(&pool_target()->idle);
 	if (why != NULL) {
 		log_debug("C-%" PRIu64 " request %d: find not batchable: %s",
-			  req->client ? req->client->id : 0, req->client_request_id, why);
+			  req->owner ? req->owner->id : 0, req->client_request_id, why);
 		return false;
 	}
-	if (idle && g.cfg.batch_max_wait_us == 0 && TAILQ_EMPTY(&open_batches))
+	if (pr->idle && g.cfg.batch_max_wait_us == 0 && TAILQ_EMPTY(&open_batches))
 		return false; /* nothing to wait for: forward as is */
 	/* classify checked: the first key is find with a plain name, $db is a
 	 * plain name when present, no key appears twice. */
@@ -290,28 +268,45 @@ bool batch_try_submit(struct request *req, const bson_t *body)
 			db = (const char *)it.value + 4;
 	if (db == NULL)
 		return false;
-	bson_strncpy(probe.db, db, sizeof(probe.db));
-	bson_strncpy(probe.coll, coll, sizeof(probe.coll));
+	bson_strncpy(pr->db, db, sizeof(pr->db));
+	bson_strncpy(pr->coll, coll, sizeof(pr->coll));
 	req->lookup = lookup_new(body);
-	if (too_big_to_merge(req->lookup, probe.db, probe.coll)) {
-		batch_lookup_free(req->lookup); /* its own documents would not fit one reply */
+	if (too_big_to_merge(req->lookup, pr->db, pr->coll)) {
+		lookup_free(req->lookup); /* its own documents would not fit one reply */
 		req->lookup = NULL;
 		return false; /* forward */
 	}
-	build_key(body, &probe);
-	b = find_open(probe.key, probe.keylen, req->lookup);
-	bson_destroy(&probe.extra);
-	free(probe.key);
-	if (b == NULL) {
-		if (idle && g.cfg.batch_max_wait_us == 0) {
-			batch_lookup_free(req->lookup);
-			req->lookup = NULL;
-			return false;
-		}
-		b = batch_open(body, probe.db, probe.coll);
-		fresh = true;
+	return true;
+}
+
+/* The open batch `req` joins, or a new one; NULL: forward it instead (no
+ * batch to join and a free connection with nothing to wait for). */
+static struct batch *join_or_open(struct request *req, const bson_t *body, const struct probe *pr,
+				  bool *fresh)
+{
+	struct batch *b, key = {0};
+
+	bson_strncpy(key.db, pr->db, sizeof(key.db));
+	bson_strncpy(key.coll, pr->coll, sizeof(key.coll));
+	build_key(body, &key);
+	b = find_open(key.key, key.keylen, req->lookup);
+	bson_destroy(&key.extra);
+	free(key.key);
+	*fresh = false;
+	if (b != NULL)
+		return b;
+	if (pr->idle && g.cfg.batch_max_wait_us == 0) {
+		lookup_free(req->lookup);
+		req->lookup = NULL;
+		return NULL;
 	}
-	add_member(b, req);
+	*fresh = true;
+	return batch_open(body, pr->db, pr->coll);
+}
+
+/* When the batch goes to the pool, now that `req` is a member. */
+static void schedule(struct batch *b, bool fresh, bool idle)
+{
 	if (fresh && idle && b->open) {
 		/* A connection is free but batch_max_wait_us asks us to wait. */
 		struct timeval tv = {0, (suseconds_t)g.cfg.batch_max_wait_us};
@@ -324,12 +319,27 @@ bool batch_try_submit(struct request *req, const bson_t *body)
 		evtimer_del(b->timer); /* filled up while waiting: go now */
 		pool_submit(b->req);
 	}
+}
+
+bool batch_try_submit(struct request *req, const bson_t *body)
+{
+	struct probe pr;
+	struct batch *b;
+	bool fresh;
+
+	if (!probe(req, body, &pr))
+		return false;
+	b = join_or_open(req, body, &pr, &fresh);
+	if (b == NULL)
+		return false;
+	add_member(b, req);
+	schedule(b, fresh, pr.idle);
 	return true;
 }
 
 /* ---- running a batch ------------------------------------------------ */
 
-static struct evbuffer *command_message(const bson_t *cmd, int32_t *id_out)
+struct evbuffer *batch_command_message(const bson_t *cmd, int32_t *id_out)
 {
 	struct evbuffer *msg = xevbuffer_new();
 
@@ -339,13 +349,13 @@ static struct evbuffer *command_message(const bson_t *cmd, int32_t *id_out)
 }
 
 /* The members' id lists, for batch_ids (shallow). */
-static const struct batch_id_list **member_lists(const struct batch *b)
+const struct batch_id_list **batch_member_lists(const struct batch *b)
 {
-	const struct batch_id_list **lists = xcalloc((size_t)b->nmembers + 1, sizeof(*lists));
+	const struct batch_id_list **lists = xcalloc((size_t)b->members.n + 1, sizeof(*lists));
 	const struct request *m;
 	int n = 0;
 
-	TAILQ_FOREACH(m, &b->members, queue_link)
+	TAILQ_FOREACH(m, &b->members.list, queue_link)
 		lists[n++] = &m->lookup->ids;
 	return lists;
 }
@@ -372,7 +382,7 @@ static void build_query(const struct batch *b, const bson_value_t *ids, int n, b
 	bson_concat(cmd, &b->extra);
 	/* ids are distinct and _id is unique: at most n documents, so n + 1
 	 * lets the first batch close the cursor (no getMore round trip). */
-	BSON_APPEND_INT32(cmd, "batchSize", reply_batch_size(b, n));
+	BSON_APPEND_INT32(cmd, "batchSize", batch_reply_size(b, n));
 	BSON_APPEND_UTF8(cmd, "$db", b->db);
 }
 
@@ -388,36 +398,48 @@ void batch_seal(struct request *req)
 	close_batch(b);
 	if (b->timer)
 		evtimer_del(b->timer);
-	TAILQ_FOREACH(m, &b->members, queue_link)
+	TAILQ_FOREACH(m, &b->members.list, queue_link)
 		hist_observe(&hist_batch_wait_ms, (double)(g.now_usec - m->enqueued_usec) / 1000.0);
 	all = xmalloc(sizeof(*all) * (size_t)(b->nids ? b->nids : 1));
-	lists = member_lists(b);
-	b->nuniq = batch_ids_union(lists, b->nmembers, all); /* shallow: lookups own them */
+	lists = batch_member_lists(b);
+	b->nuniq = batch_ids_union(lists, b->members.n, all); /* shallow: lookups own them */
 	free(lists);
 	build_query(b, all, b->nuniq, &cmd);
 	free(all);
 	if (req->msg)
 		evbuffer_free(req->msg);
-	req->msg = command_message(&cmd, &unused);
+	req->msg = batch_command_message(&cmd, &unused);
 	bson_destroy(&cmd);
 	STAT_INC(batches_sent);
-	STAT_ADD(batch_lookups, (uint64_t)b->nmembers);
-	if (b->nmembers > 1)
-		STAT_ADD(batch_lookups_merged, (uint64_t)b->nmembers);
+	STAT_ADD(batch_lookups, (uint64_t)b->members.n);
+	if (b->members.n > 1)
+		STAT_ADD(batch_lookups_merged, (uint64_t)b->members.n);
 	hist_observe(&hist_batch_ids, b->nuniq);
 	log_debug("B-%" PRIu64 " %s.%s sealed: %d lookups, %d unique ids", b->id, b->db, b->coll,
-		  b->nmembers, b->nuniq);
+		  b->members.n, b->nuniq);
 }
 
-/* Turn a member back into a plain forwarded request. */
-static void run_alone(struct request *m)
+/* A member (off its batch already) becomes its creator's request again. */
+void batch_member_restore(struct request *m)
 {
-	m->kind = REQ_FORWARD;
+	m->ops = m->lookup->own_ops;
 	m->batch = NULL;
-	batch_lookup_free(m->lookup);
+	lookup_free(m->lookup);
 	m->lookup = NULL;
+}
+
+/* Take a member off its batch, back to its creator's callbacks. */
+static void leave(struct request *m)
+{
+	request_set_state(m, REQ_NEW, NULL);
+	batch_member_restore(m);
+}
+
+/* Run a member (off its batch already) as a plain forwarded request. */
+void batch_member_run_alone(struct request *m)
+{
 	STAT_INC(batch_fallbacks);
-	if (m->client == NULL) {
+	if (m->owner == NULL) {
 		request_done(m);
 		return;
 	}
@@ -430,9 +452,9 @@ void batch_rerun_alone(struct request *req)
 	struct request *m;
 
 	close_batch(b);
-	while ((m = TAILQ_FIRST(&b->members)) != NULL) {
-		TAILQ_REMOVE(&b->members, m, queue_link);
-		run_alone(m);
+	while ((m = TAILQ_FIRST(&b->members.list)) != NULL) {
+		leave(m);
+		batch_member_run_alone(m);
 	}
 	batch_free(b);
 }
@@ -444,237 +466,56 @@ void batch_fail(struct request *req, int code, const char *codename, const char 
 	struct request *m;
 
 	close_batch(b);
-	while ((m = TAILQ_FIRST(&b->members)) != NULL) {
-		TAILQ_REMOVE(&b->members, m, queue_link);
+	while ((m = TAILQ_FIRST(&b->members.list)) != NULL) {
+		leave(m);
 		request_fail(m, code, codename, msg, labels);
 	}
 	batch_free(b);
 }
 
-void batch_abandon(struct request *m)
+/* ---- callbacks ---------------------------------------------------------- */
+
+/* The merged query failed to reach the backend: before it was sent, every
+ * lookup gets the error; once sent, each re-runs alone. */
+static void batch_network_error(struct request *req, int code, const char *codename,
+				const char *why)
 {
-	/* Its client is gone; the lookup stays a member (its ids may already be
-	 * in the merged query) and is dropped when the batch is answered. */
-	m->client = NULL;
+	if (req->sent)
+		batch_rerun_alone(req);
+	else
+		batch_fail(req, code, codename, why, NULL);
 }
 
-static void keep_time(bson_value_t *dst, bool *have, const bson_t *body, const char *key)
-{
-	bson_iter_t it;
+static const struct request_ops batch_ops = {
+    .name = "batch",
+    .start = batch_seal,
+    .reply = batch_on_reply,
+    .reply_too_big = batch_reply_discarded,
+    .error = batch_fail,
+    .network_error = batch_network_error,
+};
 
-	if (!bson_iter_init_find(&it, body, key))
-		return;
-	if (*have)
-		bson_value_destroy(dst);
-	bson_value_copy(bson_iter_value(&it), dst);
-	*have = true;
+/* A member whose client went away stays in its batch (its ids may already be
+ * in the merged query) and is dropped when the batch is answered. */
+static void member_abandon(struct request *m)
+{
+	(void)m;
 }
 
-static bool add_found(struct batch *b, const uint8_t *data, uint32_t len)
+static void member_release(struct request *m)
 {
-	struct batch_ids_doc *f;
-	uint8_t *copy;
+	const struct request_ops *own = m->lookup->own_ops;
 
-	if (b->nfound == b->capfound) {
-		b->capfound = b->capfound ? b->capfound * 2 : 64;
-		b->found = xrealloc(b->found, (size_t)b->capfound * sizeof(*b->found));
-	}
-	copy = xmalloc(len);
-	memcpy(copy, data, len);
-	f = &b->found[b->nfound];
-	if (!batch_ids_doc_init(f, copy, len)) {
-		free(copy);
-		return false;
-	}
-	b->nfound++;
-	batch_sizes_observe(b->db, b->coll, len);
-	return true;
+	lookup_free(m->lookup);
+	m->lookup = NULL;
+	if (own->release != NULL)
+		own->release(m);
 }
 
-/* Read {ok:1, cursor: {id, firstBatch|nextBatch}}; false if the query failed. */
-static bool collect_reply(struct batch *b, const bson_t *body)
-{
-	bson_iter_t it, cur, docs;
-	const uint8_t *d;
-	uint32_t dl;
-
-	if (!bson_iter_init_find(&it, body, "ok") || bson_iter_as_double(&it) != 1.0)
-		return false;
-	if (!bson_iter_init_find(&it, body, "cursor") || !bson_iter_recurse(&it, &cur))
-		return false;
-	b->cursor_id = -1;
-	while (bson_iter_next(&cur)) {
-		const char *k = bson_iter_key(&cur);
-
-		if (strcmp(k, "id") == 0) {
-			b->cursor_id = bson_iter_as_int64(&cur);
-		} else if ((strcmp(k, "firstBatch") == 0 || strcmp(k, "nextBatch") == 0) &&
-			   bson_iter_recurse(&cur, &docs)) {
-			while (bson_iter_next(&docs)) {
-				if (!BSON_ITER_HOLDS_DOCUMENT(&docs))
-					return false;
-				bson_iter_document(&docs, &dl, &d);
-				if (!add_found(b, d, dl))
-					return false;
-			}
-		}
-	}
-	keep_time(&b->cluster_time, &b->have_ct, body, "$clusterTime");
-	keep_time(&b->operation_time, &b->have_ot, body, "operationTime");
-	return b->cursor_id >= 0;
-}
-
-static void send_get_more(struct server *s, struct batch *b)
-{
-	bson_t cmd;
-	int32_t id;
-	struct evbuffer *msg;
-
-	bson_init(&cmd);
-	BSON_APPEND_INT64(&cmd, "getMore", b->cursor_id);
-	BSON_APPEND_UTF8(&cmd, "collection", b->coll);
-	BSON_APPEND_INT32(&cmd, "batchSize", reply_batch_size(b, b->nuniq - b->nfound));
-	BSON_APPEND_UTF8(&cmd, "$db", b->db);
-	msg = command_message(&cmd, &id);
-	bson_destroy(&cmd);
-	STAT_INC(batch_getmores);
-	b->getmores++;
-	server_send_more(s, msg, id);
-	evbuffer_free(msg);
-}
-
-/* Answer one member with its documents, in _id order; false if too big. */
-static bool answer_member(struct batch *b, struct request *m, int *idx)
-{
-	int n = batch_ids_docs_for(b->found, b->nfound, &m->lookup->ids, idx);
-	bson_t reply, cursor, arr, doc;
-	char key[16], ns[DB_NAME_MAX + COLL_NAME_MAX];
-	const char *k;
-	size_t bytes = 0, dl = strlen(b->db), cl = strlen(b->coll);
-
-	for (int i = 0; i < n; i++)
-		bytes += b->found[idx[i]].len;
-	if (bytes > REPLY_DOCS_MAX)
-		return false;
-	if (!b->have_ct && !b->have_ot) { /* the usual reply: encoded directly */
-		uint32_t len;
-		uint8_t *data = batch_ids_reply(b->found, idx, n, b->db, b->coll, &len);
-
-		if (bson_init_static(&reply, data, len))
-			request_reply_doc(m, &reply);
-		else
-			request_fail(m, 1, "InternalError", "mongoplex: bad batch reply", NULL);
-		free(data);
-		return true;
-	}
-	bson_init(&reply);
-	BSON_APPEND_DOCUMENT_BEGIN(&reply, "cursor", &cursor);
-	BSON_APPEND_ARRAY_BEGIN(&cursor, "firstBatch", &arr);
-	for (int i = 0; i < n; i++) {
-		const struct batch_ids_doc *f = &b->found[idx[i]];
-
-		bson_uint32_to_string((uint32_t)i, &k, key, sizeof(key));
-		if (bson_init_static(&doc, f->data, f->len))
-			bson_append_document(&arr, k, -1, &doc);
-	}
-	bson_append_array_end(&cursor, &arr);
-	BSON_APPEND_INT64(&cursor, "id", 0);
-	memcpy(ns, b->db, dl); /* "db.coll": both NUL-terminated within their arrays */
-	ns[dl] = '.';
-	memcpy(ns + dl + 1, b->coll, cl);
-	bson_append_utf8(&cursor, "ns", 2, ns, (int)(dl + 1 + cl));
-	bson_append_document_end(&reply, &cursor);
-	BSON_APPEND_DOUBLE(&reply, "ok", 1.0);
-	if (b->have_ct)
-		bson_append_value(&reply, "$clusterTime", -1, &b->cluster_time);
-	if (b->have_ot)
-		bson_append_value(&reply, "operationTime", -1, &b->operation_time);
-	request_reply_doc(m, &reply);
-	bson_destroy(&reply);
-	return true;
-}
-
-/* Every document must be comparable, unique and claimed by some lookup;
- * otherwise the backend's equality differs from ours (a collation, a view,
- * a backend quirk, a value we cannot compare exactly) and splitting could
- * hand out wrong documents. Sorts the documents by _id. */
-static bool split_is_safe(struct batch *b)
-{
-	const struct batch_id_list **lists = member_lists(b);
-	bool ok = batch_ids_split_ok(b->found, b->nfound, lists, b->nmembers);
-
-	free(lists);
-	return ok;
-}
-
-static void split_and_answer(struct batch *b)
-{
-	struct request *m;
-	int *idx = xmalloc(sizeof(int) * (size_t)(b->nids + 1));
-
-	while ((m = TAILQ_FIRST(&b->members)) != NULL) {
-		TAILQ_REMOVE(&b->members, m, queue_link);
-		if (m->client == NULL) {
-			request_done(m);
-			continue;
-		}
-		if (!answer_member(b, m, idx)) /* answered and freed, unless: */
-			run_alone(m);	       /* its documents exceed 16 MB together */
-	}
-	free(idx);
-}
-
-/* Each lookup re-runs alone so its own error (or its own reply) reaches it. */
-static void give_up(struct server *s, struct request *req)
-{
-	s->req = NULL;
-	req->server = NULL;
-	batch_rerun_alone(req);
-	server_release(s);
-}
-
-void batch_on_reply(struct server *s, struct request *req, const struct wire_msg *m)
-{
-	struct batch *b = req->batch;
-
-	if (!collect_reply(b, &m->body)) {
-		give_up(s, req);
-		return;
-	}
-	if (b->cursor_id != 0) {
-		send_get_more(s, b);
-		return;
-	}
-	if (b->getmores == 0 && b->nfound >= b->nuniq)
-		STAT_INC(batch_getmores_saved); /* batchSize = ids would have left it open */
-	if (!split_is_safe(b)) {
-		server_warning(
-		    s,
-		    "B-%" PRIu64 " merged query on %s.%s (%d lookups) returned documents "
-		    "that match no lookup by MongoDB equality, or _id values the batcher "
-		    "cannot compare exactly; re-running each lookup alone",
-		    b->id, b->db, b->coll, b->nmembers);
-		give_up(s, req);
-		return;
-	}
-	s->req = NULL;
-	req->server = NULL;
-	split_and_answer(b);
-	batch_free(b);
-	server_release(s);
-}
-
-void batch_reply_discarded(struct server *s, struct request *req, int64_t len)
-{
-	struct batch *b = req->batch;
-	int64_t avg = len / (b->nuniq > 0 ? b->nuniq : 1);
-
-	server_warning(
-	    s,
-	    "B-%" PRIu64 " merged query on %s.%s (%d lookups): the backend's %" PRId64
-	    "-byte reply exceeds maxMessageSizeBytes; discarded, each lookup re-run alone",
-	    b->id, b->db, b->coll, b->nmembers, len);
-	STAT_INC(batch_replies_discarded);
-	batch_sizes_observe(b->db, b->coll, avg > UINT32_MAX ? UINT32_MAX : (uint32_t)avg);
-	give_up(s, req);
-}
+static const struct request_ops member_ops = {
+    .name = "lookup",
+    .error = request_fail,
+    .network_error = request_fail_network,
+    .abandon = member_abandon,
+    .release = member_release,
+};

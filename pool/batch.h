@@ -2,7 +2,7 @@
  * batch.h — coalescing of concurrent find-by-_id lookups into one
  * {_id: {$in: [...]}} query (exact semantics: docs/batching.md).
  *
- * A lookup (REQ_LOOKUP) joins an open batch (REQ_BATCH) with the same key
+ * A lookup (REQ_BATCHED) joins an open batch (its own request) with the same key
  * (database, collection, projection, read concern, read preference,
  * maxTimeMS) that is still waiting in the pool queue, or opens a new one.
  * When a backend connection is idle and batch_max_wait_us is 0, a lookup is
@@ -29,9 +29,10 @@ bool batch_try_submit(struct request *req, const bson_t *body);
 /* Build the merged query of a batch about to be sent. */
 void batch_seal(struct request *batch_req);
 
-/* A reply for a running batch. */
+/* A reply for a running batch (its reply callback). */
 struct wire_msg;
-void batch_on_reply(struct server *s, struct request *batch_req, const struct wire_msg *m);
+void batch_on_reply(struct server *s, struct request *batch_req, struct evbuffer *buf,
+		    uint8_t *data, size_t len, const struct wire_msg *m);
 
 /* The merged reply announced `len` bytes, more than maxMessageSizeBytes:
  * the server skipped it unread; every lookup is re-run alone and the
@@ -45,13 +46,6 @@ void batch_rerun_alone(struct request *batch_req);
  * gets this error. */
 void batch_fail(struct request *batch_req, int code, const char *codename, const char *msg,
 		const char *const *labels);
-
-/* A lookup's client went away. */
-void batch_abandon(struct request *lookup_req);
-
-/* Release a lookup's ids (request_free calls it). */
-struct lookup;
-void batch_lookup_free(struct lookup *lk);
 
 /* Lookups currently waiting in open batches (stats). */
 int batch_open_lookups(void);

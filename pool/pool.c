@@ -2,10 +2,13 @@
  * pool.c — backend connection pools, the fair wait queue and the choice of
  * the target server.
  *
- * Fair queuing: a request gets round max(pool->round, client->last_round)+1
- * and is inserted after every request of a lower or equal round. Each client
+ * Fair queuing: a request gets round max(pool->round, R)+1, R the highest
+ * round of its client's requests still waiting in this pool, and is
+ * inserted after every request of a lower or equal round. Each client
  * therefore has at most one request per round and a client that pipelines
  * or floods only delays itself: service is round-robin across clients.
+ * (A request dispatched from the queue raised pool->round to its own round,
+ * so only the waiting ones can be ahead of it.)
  */
 #include "pool/pool.h"
 
@@ -21,10 +24,8 @@
 #include "pool/auth.h"
 #include "pool/backend_compress.h"
 #include "pool/backend_tls.h"
-#include "pool/batch.h"
 #include "pool/select.h"
 #include "pool/sticky.h"
-#include "proxy/client.h"
 #include "core/topover.h"
 #include "core/globals.h"
 #include "core/stats.h"
@@ -32,7 +33,6 @@
 static struct pool *pools; /* pool_cap slots: pointers stay valid */
 static int npools, pool_cap;
 static int target;
-static int total_waiting;
 
 const char *pool_name(const struct pool *p)
 {
@@ -56,12 +56,7 @@ struct pool *pool_target(void)
 
 int pool_total_waiting(void)
 {
-	return total_waiting;
-}
-
-void pool_waiting_add(int delta)
-{
-	total_waiting += delta;
+	return request_count(REQ_QUEUED);
 }
 
 int pool_live(const struct pool *p)
@@ -106,8 +101,8 @@ static struct pool *pool_new(const char *name, const char *host, uint16_t port)
 	TAILQ_INIT(&p->connecting);
 	TAILQ_INIT(&p->idle);
 	TAILQ_INIT(&p->active);
-	TAILQ_INIT(&p->waiting);
-	TAILQ_INIT(&p->hello_waiters);
+	REQUEST_QUEUE_INIT(&p->waiting);
+	REQUEST_QUEUE_INIT(&p->hello_waiters);
 	p->usable = true;
 	p->backoff_ms = 100;
 	return p;
@@ -172,9 +167,9 @@ static bool may_connect(const struct pool *p)
 /* Open connections for waiting requests that no connecting server covers. */
 static void connect_for_waiters(struct pool *p)
 {
-	int want = p->n_waiting;
+	int want = p->waiting.n;
 
-	if (want == 0 && !TAILQ_EMPTY(&p->hello_waiters) && pool_live(p) == 0)
+	if (want == 0 && p->hello_waiters.n > 0 && pool_live(p) == 0)
 		want = 1;
 	if ((p->last_code == 18 || p->tls_failed) && want > 1)
 		want = 1; /* credentials or TLS failed: one probe per backoff step */
@@ -183,35 +178,39 @@ static void connect_for_waiters(struct pool *p)
 			return;
 }
 
+/* The highest round among req's owner's requests waiting in p's queue. */
+static uint64_t owner_round(const struct pool *p, const struct request *req)
+{
+	const struct request *r;
+	uint64_t max = 0;
+
+	if (req->owner == NULL || req->owner->n_state[REQ_QUEUED] == 0)
+		return 0;
+	TAILQ_FOREACH(r, &req->owner->requests, client_link)
+		if (r->queue == &p->waiting && r->round > max)
+			max = r->round;
+	return max;
+}
+
 static void enqueue(struct pool *p, struct request *req)
 {
-	uint64_t r = p->round;
+	uint64_t r = p->round, mine = owner_round(p, req);
 	struct request *after;
 
-	if (req->client != NULL && req->client->last_round > r)
-		r = req->client->last_round;
+	if (mine > r)
+		r = mine;
 	req->round = r + 1;
-	if (req->client != NULL)
-		req->client->last_round = req->round;
-	after = TAILQ_LAST(&p->waiting, request_list);
+	after = TAILQ_LAST(&p->waiting.list, request_list);
 	while (after != NULL && after->round > req->round)
 		after = TAILQ_PREV(after, request_list, queue_link);
-	if (after == NULL)
-		TAILQ_INSERT_HEAD(&p->waiting, req, queue_link);
-	else
-		TAILQ_INSERT_AFTER(&p->waiting, after, req, queue_link);
-	req->queued = true;
+	request_set_state_after(req, REQ_QUEUED, &p->waiting, after);
 	req->pool = p;
 	req->enqueued_usec = g.now_usec;
-	p->n_waiting++;
-	total_waiting++;
 }
 
 void pool_unqueue(struct request *req)
 {
-	struct pool *p = req->pool;
-
-	if (!req->queued)
+	if (!request_waiting(req))
 		return;
 	if (req->select_waiting) {
 		select_unqueue(req);
@@ -221,21 +220,14 @@ void pool_unqueue(struct request *req)
 		sticky_unqueue(req);
 		return;
 	}
-	if (req->kind == REQ_HELLO) {
-		TAILQ_REMOVE(&p->hello_waiters, req, queue_link);
-	} else {
-		TAILQ_REMOVE(&p->waiting, req, queue_link);
-		p->n_waiting--;
-		total_waiting--;
-	}
-	req->queued = false;
+	request_set_state(req, REQ_NEW, NULL);
 }
 
 static void dispatch(struct server *s, struct request *req)
 {
 	struct pool *p = s->pool;
 
-	if (req->queued) {
+	if (request_waiting(req)) {
 		pool_unqueue(req);
 		hist_observe(&hist_queue_wait_ms,
 			     (double)(g.now_usec - req->enqueued_usec) / 1000.0);
@@ -243,9 +235,8 @@ static void dispatch(struct server *s, struct request *req)
 			p->round = req->round;
 	}
 	p->requests_dispatched++;
-	if (req->kind == REQ_BATCH)
-		batch_seal(req);
-	request_release_held(req);
+	if (req->ops->start != NULL)
+		req->ops->start(req); /* the client's memory charge ends; a batch is sealed */
 	server_start(s, req);
 	sticky_started(s, req);
 }
@@ -257,35 +248,37 @@ void pool_dispatch(struct server *s, struct request *req)
 
 /*
  * May `req` go to a backend now? Not while its client cannot take more
- * replies (client_may_dispatch), nor ahead of its client's moreToCome write
+ * replies (its owner's may_dispatch), nor ahead of its client's moreToCome write
  * that still waits (sticky.h). Such requests keep their place in the queue
- * and are skipped; pool_client_kick runs them when their client drains.
+ * and are skipped; pool_owner_kick runs them when their client drains.
  */
 static bool may_dispatch(const struct request *req)
 {
-	return req->client == NULL ||
-	       (client_may_dispatch(req->client) && !sticky_behind_unacked(req));
+	return req->owner == NULL ||
+	       (request_owner_may_dispatch(req->owner) && !sticky_behind_unacked(req));
 }
 
 static struct request *first_dispatchable(struct pool *p)
 {
 	struct request *req;
 
-	TAILQ_FOREACH(req, &p->waiting, queue_link)
+	TAILQ_FOREACH(req, &p->waiting.list, queue_link)
 		if (may_dispatch(req))
 			return req;
 	return NULL;
 }
 
-void pool_client_kick(struct client *c)
+void pool_owner_kick(struct request_owner *o)
 {
 	struct request *req;
 	struct server *s;
 
 	for (;;) {
-		TAILQ_FOREACH(req, &c->requests, client_link)
-			if (req->queued && req->wait_server == NULL && !req->select_waiting &&
-			    req->kind == REQ_FORWARD)
+		if (o->n_state[REQ_QUEUED] == 0)
+			return;
+		TAILQ_FOREACH(req, &o->requests, client_link)
+			if (req->state == REQ_QUEUED && req->wait_server == NULL &&
+			    !req->select_waiting)
 				break;
 		if (req == NULL || !may_dispatch(req) ||
 		    (s = TAILQ_FIRST(&req->pool->idle)) == NULL)
@@ -296,12 +289,8 @@ void pool_client_kick(struct client *c)
 
 static void refuse_overload(struct request *req, const char *msg)
 {
-	if (req->kind == REQ_BATCH)
-		batch_fail(req, MP_ERR(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED), msg,
-			   MP_ERR_LABELS(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED));
-	else
-		request_fail(req, MP_ERR(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED), msg,
-			     MP_ERR_LABELS(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED));
+	req->ops->error(req, MP_ERR(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED), msg,
+			MP_ERR_LABELS(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED));
 }
 
 void pool_refuse_timeout(struct request *req)
@@ -324,17 +313,11 @@ static void fail_unreachable_code(struct pool *p, struct request *req, int code,
 
 	if (code == 18) { /* authentication: `why` names the user and the server */
 		snprintf(msg, sizeof(msg), "mongoplex: %s", why);
-		if (req->kind == REQ_BATCH)
-			batch_fail(req, code, codename, msg, NULL);
-		else
-			request_fail(req, code, codename, msg, NULL);
+		req->ops->error(req, code, codename, msg, NULL);
 		return;
 	}
 	snprintf(msg, sizeof(msg), "cannot reach backend %s: %s", p->name, why);
-	if (req->kind == REQ_BATCH)
-		batch_fail(req, code, codename, msg, NULL);
-	else
-		request_fail_network(req, code, codename, msg);
+	req->ops->network_error(req, code, codename, msg);
 }
 
 static void fail_unreachable(struct pool *p, struct request *req, const char *why)
@@ -364,7 +347,7 @@ void pool_submit(struct request *req)
 	struct server *sticky = sticky_target(req);
 
 	if (p == NULL) { /* replica set: no member for it yet */
-		if (total_waiting >= g.cfg.max_queue)
+		if (request_count(REQ_QUEUED) >= g.cfg.max_queue)
 			refuse_queue_full(req);
 		else
 			select_wait(req);
@@ -378,7 +361,7 @@ void pool_submit(struct request *req)
 		dispatch(s, req);
 		return;
 	}
-	if (total_waiting >= g.cfg.max_queue) {
+	if (request_count(REQ_QUEUED) >= g.cfg.max_queue) {
 		refuse_queue_full(req);
 		return;
 	}
@@ -394,18 +377,18 @@ void pool_submit(struct request *req)
 	connect_for_waiters(p);
 }
 
-void pool_wait_hello(struct request *req)
+void pool_wait_hello(struct request *req,
+		     void (*answer)(struct request *req, const struct backend_info *bi))
 {
 	struct pool *p = pool_target();
 
-	req->kind = REQ_HELLO;
+	req->hello_answer = answer;
 	req->pool = p;
 	if (pool_live(p) == 0 && g.now_usec < p->next_connect_usec) {
 		fail_unreachable(p, req, p->last_error);
 		return;
 	}
-	TAILQ_INSERT_TAIL(&p->hello_waiters, req, queue_link);
-	req->queued = true;
+	request_set_state(req, REQ_HELLO_WAIT, &p->hello_waiters);
 	connect_for_waiters(p);
 }
 
@@ -414,11 +397,11 @@ static void fail_waiters(struct pool *p, int code, const char *codename, const c
 {
 	struct request *req;
 
-	while ((req = TAILQ_FIRST(&p->hello_waiters)) != NULL) {
+	while ((req = TAILQ_FIRST(&p->hello_waiters.list)) != NULL) {
 		pool_unqueue(req);
 		fail_unreachable_code(p, req, code, codename, why);
 	}
-	while ((req = TAILQ_FIRST(&p->waiting)) != NULL) {
+	while ((req = TAILQ_FIRST(&p->waiting.list)) != NULL) {
 		pool_unqueue(req);
 		fail_unreachable_code(p, req, code, codename, why);
 	}
@@ -426,24 +409,25 @@ static void fail_waiters(struct pool *p, int code, const char *codename, const c
 
 static void advance_target(void);
 
-/* Hand everything waiting on `from` to the (new) target pool. */
+/* Hand everything waiting on `from` to the (new) target pool (staged on
+ * local lists in REQ_NEW: no state list holds them meanwhile). */
 static void requeue_waiters(struct pool *from)
 {
 	struct request_list hellos = TAILQ_HEAD_INITIALIZER(hellos);
 	struct request_list reqs = TAILQ_HEAD_INITIALIZER(reqs);
 	struct request *req;
 
-	while ((req = TAILQ_FIRST(&from->hello_waiters)) != NULL) {
+	while ((req = TAILQ_FIRST(&from->hello_waiters.list)) != NULL) {
 		pool_unqueue(req);
 		TAILQ_INSERT_TAIL(&hellos, req, queue_link);
 	}
-	while ((req = TAILQ_FIRST(&from->waiting)) != NULL) {
+	while ((req = TAILQ_FIRST(&from->waiting.list)) != NULL) {
 		pool_unqueue(req);
 		TAILQ_INSERT_TAIL(&reqs, req, queue_link);
 	}
 	while ((req = TAILQ_FIRST(&hellos)) != NULL) {
 		TAILQ_REMOVE(&hellos, req, queue_link);
-		pool_wait_hello(req);
+		pool_wait_hello(req, req->hello_answer);
 	}
 	while ((req = TAILQ_FIRST(&reqs)) != NULL) {
 		TAILQ_REMOVE(&reqs, req, queue_link);
@@ -455,22 +439,20 @@ static void requeue_waiters(struct pool *from)
  * transaction) fail; the others wait for a member (select.c). */
 static void rs_requeue(struct pool *p, int code, const char *codename, const char *why)
 {
-	struct request_list reqs = TAILQ_HEAD_INITIALIZER(reqs);
+	struct request_queue reqs = {TAILQ_HEAD_INITIALIZER(reqs.list), 0};
 	struct request *req;
 
-	while ((req = TAILQ_FIRST(&p->hello_waiters)) != NULL) {
+	while ((req = TAILQ_FIRST(&p->hello_waiters.list)) != NULL) {
 		pool_unqueue(req);
 		if (pool_target() != p)
-			pool_wait_hello(req);
+			pool_wait_hello(req, req->hello_answer);
 		else
 			fail_unreachable_code(p, req, code, codename, why);
 	}
-	while ((req = TAILQ_FIRST(&p->waiting)) != NULL) {
-		pool_unqueue(req);
-		TAILQ_INSERT_TAIL(&reqs, req, queue_link);
-	}
-	while ((req = TAILQ_FIRST(&reqs)) != NULL) {
-		TAILQ_REMOVE(&reqs, req, queue_link);
+	while ((req = TAILQ_FIRST(&p->waiting.list)) != NULL)
+		request_set_state(req, REQ_NEW, &reqs); /* off the pool, kept in order */
+	while ((req = TAILQ_FIRST(&reqs.list)) != NULL) {
+		request_set_state(req, REQ_NEW, NULL);
 		if (req->route_pool == p)
 			fail_unreachable_code(p, req, code, codename, why);
 		else
@@ -548,9 +530,9 @@ void pool_server_ready(struct server *s, const struct backend_info *bi)
 	if (!p->usable || (was_known && handshake_info_differs(&was, bi)))
 		topover_bump("backend primary regained or its limits changed");
 	p->usable = true;
-	while ((req = TAILQ_FIRST(&p->hello_waiters)) != NULL) {
+	while ((req = TAILQ_FIRST(&p->hello_waiters.list)) != NULL) {
 		pool_unqueue(req);
-		client_answer_hello(req, &p->info);
+		req->hello_answer(req, &p->info);
 	}
 	pool_server_idle(s);
 }
@@ -590,10 +572,10 @@ static void expire_waiting(struct pool *p, uint64_t now)
 	sticky_expire(p, now);
 	if (limit == 0)
 		return;
-	TAILQ_FOREACH_SAFE(req, &p->waiting, queue_link, tmp) {
+	TAILQ_FOREACH_SAFE(req, &p->waiting.list, queue_link, tmp) {
 		/* Skipped because its own client does not read its replies: the
 		 * client is the cause, so its wait counts from when it drains. */
-		if (req->client != NULL && !client_may_dispatch(req->client))
+		if (!request_owner_may_dispatch(req->owner))
 			req->enqueued_usec = now;
 		if (now - req->enqueued_usec <= limit)
 			continue;

@@ -9,7 +9,7 @@
  *    fair-queuing round: each client has at most one request per round, so
  *    service is round-robin across clients, not one global FIFO.
  *  - A waiting request whose client cannot take more replies
- *    (client_may_dispatch) or that must follow its client's unacknowledged
+ *    (its owner's may_dispatch) or that must follow its client's unacknowledged
  *    write (pool/sticky.h) is skipped, keeping its place; its wait is not
  *    counted against queue_timeout_ms while its own client is the cause.
  *  - Bounded: at most max_queue requests wait over all pools; the rest are
@@ -39,13 +39,13 @@ struct pool {
 	struct server_list idle;       /* SV_IDLE, most recently used first */
 	struct server_list active;     /* SV_ACTIVE */
 	int n_connecting, n_idle, n_active;
-	struct request_list waiting; /* queued for a connection, by round */
-	int n_waiting;
-	struct request_list hello_waiters; /* handshakes waiting for backend_info */
-	uint64_t round;			   /* round of the last dispatched request */
-	struct backend_info info;	   /* from the latest backend hello */
-	bool usable;			   /* last hello said writable (or not yet known) */
-	uint64_t next_connect_usec;	   /* backoff: no connect attempt before this */
+	struct request_queue waiting; /* REQ_QUEUED for a connection, by round */
+	/* REQ_HELLO_WAIT: handshakes waiting for backend_info */
+	struct request_queue hello_waiters;
+	uint64_t round;		    /* round of the last dispatched request */
+	struct backend_info info;   /* from the latest backend hello */
+	bool usable;		    /* last hello said writable (or not yet known) */
+	uint64_t next_connect_usec; /* backoff: no connect attempt before this */
 	int64_t backoff_ms;
 	char last_error[256];
 	int last_code;		   /* of the last failed connect: 18 = authentication */
@@ -75,21 +75,20 @@ struct pool *pool_target(void);
 /* Run `req` on the target pool, now or when a connection frees up. */
 void pool_submit(struct request *req);
 
-/* A handshake that needs backend_info: answered when it is known. */
-void pool_wait_hello(struct request *req);
+/* A handshake that needs backend_info: `answer` is called when it is known
+ * (or the request fails when the backend cannot be reached). */
+void pool_wait_hello(struct request *req,
+		     void (*answer)(struct request *req, const struct backend_info *bi));
 
 /* Remove a waiting request (its client went away). */
 void pool_unqueue(struct request *req);
 
 /* Start a queued or new request on a server that is free for it. */
 void pool_dispatch(struct server *s, struct request *req);
-/* Run c's queued requests that may now go (its output drained). */
-struct client;
-void pool_client_kick(struct client *c);
+/* Run o's queued requests that may now go (its output drained). */
+void pool_owner_kick(struct request_owner *o);
 /* Refuse a request that waited longer than queue_timeout_ms. */
 void pool_refuse_timeout(struct request *req);
-/* Count requests waiting outside the pools' queues (sticky queues). */
-void pool_waiting_add(int delta);
 
 /* Server callbacks. */
 void pool_server_ready(struct server *s, const struct backend_info *bi);

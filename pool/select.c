@@ -37,12 +37,11 @@ struct pin {
 };
 static struct pin pins[PIN_SLOTS];
 
-static struct request_list waitq = TAILQ_HEAD_INITIALIZER(waitq);
-static int n_waitq;
+static struct request_queue waitq = {TAILQ_HEAD_INITIALIZER(waitq.list), 0};
 
 int select_waiting_count(void)
 {
-	return n_waitq;
+	return waitq.n;
 }
 
 /* ---- reading the command ---- */
@@ -237,7 +236,7 @@ static int64_t rtt_of(const struct pool *p)
 
 static int load_of(const struct pool *p)
 {
-	return p->n_active + p->n_connecting + p->n_waiting;
+	return p->n_active + p->n_connecting + p->waiting.n;
 }
 
 /* Within localThresholdMS of the nearest candidate, the least loaded. */
@@ -345,15 +344,18 @@ struct pool *select_pool(struct request *req)
 
 /* ---- waiting for a member ---- */
 
+/* Waiting for a member: REQ_QUEUED on `waitq` (counted in max_queue). */
+static void wait_queue(struct request *req, uint64_t since)
+{
+	req->select_waiting = true;
+	req->enqueued_usec = since;
+	request_set_state(req, REQ_QUEUED, &waitq);
+}
+
 void select_wait(struct request *req)
 {
 	STAT_INC(rs_waited_for_member);
-	TAILQ_INSERT_TAIL(&waitq, req, queue_link);
-	req->queued = true;
-	req->select_waiting = true;
-	req->enqueued_usec = g.now_usec;
-	n_waitq++;
-	pool_waiting_add(1);
+	wait_queue(req, g.now_usec);
 	topology_recheck("no member can serve a request");
 }
 
@@ -361,38 +363,25 @@ void select_unqueue(struct request *req)
 {
 	if (!req->select_waiting)
 		return;
-	TAILQ_REMOVE(&waitq, req, queue_link);
-	req->queued = false;
 	req->select_waiting = false;
-	n_waitq--;
-	pool_waiting_add(-1);
+	request_set_state(req, REQ_NEW, NULL);
 }
 
 void select_retry_waiting(void)
 {
-	struct request_list again = TAILQ_HEAD_INITIALIZER(again);
+	struct request_queue again = {TAILQ_HEAD_INITIALIZER(again.list), 0};
 	struct request *req;
 
-	while ((req = TAILQ_FIRST(&waitq)) != NULL) {
-		uint64_t since = req->enqueued_usec;
-
-		select_unqueue(req);
-		req->enqueued_usec = since;
-		TAILQ_INSERT_TAIL(&again, req, queue_link);
+	while ((req = TAILQ_FIRST(&waitq.list)) != NULL) {
+		req->select_waiting = false;
+		request_set_state(req, REQ_NEW, &again);
 	}
-	while ((req = TAILQ_FIRST(&again)) != NULL) {
-		TAILQ_REMOVE(&again, req, queue_link);
+	while ((req = TAILQ_FIRST(&again.list)) != NULL) {
 		if (select_pool(req) == NULL) {
-			uint64_t since = req->enqueued_usec;
-
-			TAILQ_INSERT_TAIL(&waitq, req, queue_link);
-			req->queued = true;
-			req->select_waiting = true;
-			req->enqueued_usec = since;
-			n_waitq++;
-			pool_waiting_add(1);
+			wait_queue(req, req->enqueued_usec);
 			continue;
 		}
+		request_set_state(req, REQ_NEW, NULL);
 		pool_submit(req);
 	}
 }
@@ -416,11 +405,8 @@ static void fail_selection(struct request *req)
 		 " ms (serverSelectionTimeoutMS / queue_timeout_ms)",
 		 req->read_pref == NULL ? "primary" : "in $readPreference",
 		 (int64_t)((g.now_usec - req->enqueued_usec) / 1000));
-	if (req->kind == REQ_BATCH)
-		batch_fail(req, MP_ERR(FAILED_TO_SATISFY_READ_PREFERENCE), msg, NULL);
-	else
-		request_fail(req, MP_ERR(FAILED_TO_SATISFY_READ_PREFERENCE), msg,
-			     req->retryable_write ? retry_write : NULL);
+	req->ops->error(req, MP_ERR(FAILED_TO_SATISFY_READ_PREFERENCE), msg,
+			req->retryable_write ? retry_write : NULL);
 }
 
 void select_janitor(uint64_t now)
@@ -430,7 +416,7 @@ void select_janitor(uint64_t now)
 
 	if (g.cfg.queue_timeout_ms > 0 && (uint64_t)g.cfg.queue_timeout_ms * 1000 < limit)
 		limit = (uint64_t)g.cfg.queue_timeout_ms * 1000;
-	TAILQ_FOREACH_SAFE(req, &waitq, queue_link, tmp) {
+	TAILQ_FOREACH_SAFE(req, &waitq.list, queue_link, tmp) {
 		if (now - req->enqueued_usec <= limit)
 			continue;
 		select_unqueue(req);

@@ -24,11 +24,8 @@
 #include "pool/auth.h"
 #include "pool/backend_compress.h"
 #include "pool/backend_tls.h"
-#include "pool/batch.h"
-#include "proxy/janitor.h"
 #include "pool/pool.h"
 #include "pool/select.h"
-#include "proxy/cursor.h"
 #include "pool/sticky.h"
 #include "core/handshake.h"
 #include "core/globals.h"
@@ -38,14 +35,23 @@
 
 static struct server_list servers_justfree = TAILQ_HEAD_INITIALIZER(servers_justfree);
 static uint64_t next_server_id = 1;
+static void (*justfree_hook)(void);
 
-static const char *const state_names[] = {"connecting", "idle", "active", "justfree"};
+void server_set_justfree_hook(void (*hook)(void))
+{
+	justfree_hook = hook;
+}
+
+static const char *const state_names[] = {"new", "connecting", "idle", "active", "justfree"};
 
 static struct server_list *state_list(struct server *s, enum server_state st, int **count)
 {
 	struct pool *p = s->pool;
 
 	switch (st) {
+	case SV_NEW:
+		*count = NULL;
+		return NULL;
 	case SV_CONNECTING:
 		*count = &p->n_connecting;
 		return &p->connecting;
@@ -71,7 +77,8 @@ void server_set_state(struct server *s, enum server_state st)
 		return;
 	from = state_list(s, s->state, &cfrom);
 	to = state_list(s, st, &cto);
-	TAILQ_REMOVE(from, s, link);
+	if (from != NULL)
+		TAILQ_REMOVE(from, s, link);
 	if (cfrom)
 		(*cfrom)--;
 	if (st == SV_IDLE)
@@ -82,8 +89,8 @@ void server_set_state(struct server *s, enum server_state st)
 		(*cto)++;
 	server_debug(s, "state %s -> %s", state_names[s->state], state_names[st]);
 	s->state = st;
-	if (st == SV_JUSTFREE)
-		janitor_schedule_free();
+	if (st == SV_JUSTFREE && justfree_hook != NULL)
+		justfree_hook();
 }
 
 static void sbuf_cb_server(struct sbuf *sb, enum sbuf_event ev, void *arg);
@@ -94,13 +101,11 @@ bool server_connect(struct pool *p)
 
 	s->id = next_server_id++;
 	s->pool = p;
-	s->state = SV_CONNECTING;
+	s->state = SV_NEW;
 	s->created_usec = g.now_usec;
 	s->compressor = -1;
-	TAILQ_INIT(&s->sticky_waiting);
-	TAILQ_INSERT_TAIL(&p->connecting, s, link);
-	p->n_connecting++;
-	server_debug(s, "connecting");
+	REQUEST_QUEUE_INIT(&s->sticky_waiting);
+	server_set_state(s, SV_CONNECTING);
 	if (!sbuf_connect(&s->sb, g.base, (struct sockaddr *)&p->addr, p->addrlen, sbuf_cb_server,
 			  s)) {
 		server_close(s, MP_ERR(HOST_UNREACHABLE), "connect: %s", strerror(s->sb.err));
@@ -140,6 +145,7 @@ void server_start(struct server *s, struct request *req)
 	req->started_usec = g.now_usec;
 	req->backend_request_id = id;
 	req->sent = true;
+	request_set_state(req, REQ_RUNNING, NULL);
 	wire_write_i32(h + 4, id);
 	wire_write_i32(h + 8, 0);
 	s->expect_response_to = req->more_to_come ? 0 : id;
@@ -186,10 +192,7 @@ void server_close(struct server *s, int code, const char *codename, const char *
 		STAT_INC(backend_disconnects);
 	if (req != NULL) {
 		req->server = NULL;
-		if (req->kind == REQ_BATCH)
-			batch_rerun_alone(req);
-		else
-			request_fail_network(req, code, codename, reason);
+		req->ops->network_error(req, code, codename, reason);
 	}
 	sticky_server_closed(s);
 	if (was_connecting)
@@ -237,46 +240,12 @@ static void handle_hello_reply(struct server *s, const struct wire_msg *m)
 	pool_server_ready(s, &bi);
 }
 
-/* Hand a complete reply to the request it answers. */
-static void deliver(struct server *s, struct evbuffer *buf, uint8_t *data, size_t len,
-		    const struct wire_msg *m)
-{
-	struct request *req = s->req;
-
-	if (req->kind == REQ_BATCH) {
-		batch_on_reply(s, req, m);
-		return;
-	}
-	select_on_reply(s->pool, &m->body); /* replica sets: "not primary" */
-	if (req->internal_reply != NULL) {  /* the proxy's own request (auth_query) */
-		request_internal_reply(req, &m->body);
-		server_release(s);
-		return;
-	}
-	if (cursor_on_reply(req, m)) { /* cursor table; true: it answered the client */
-		server_release(s);
-		return;
-	}
-	wire_write_i32(data + 8, req->client_request_id);
-	if (m->flags & MSG_CHECKSUM_PRESENT) {
-		struct evbuffer *copy = xevbuffer_new();
-
-		wire_msg_prepare_forward(data, len);
-		evbuffer_add(copy, data, len - 4);
-		request_reply_raw(req, copy);
-		evbuffer_free(copy);
-	} else {
-		request_reply_raw(req, buf);
-	}
-	server_release(s);
-}
-
 static void handle_reply(struct server *s, struct evbuffer *buf, size_t len);
 
 /* OP_COMPRESSED (pool/backend_compress.c): handled as the OP_MSG it holds. */
 static void handle_compressed_reply(struct server *s, const uint8_t *data, size_t len)
 {
-	struct evbuffer *plain = evbuffer_new();
+	struct evbuffer *plain = xevbuffer_new();
 	struct wire_error err;
 
 	if (bcomp_unwrap_reply(data, len, plain, &err))
@@ -328,9 +297,10 @@ static void handle_reply(struct server *s, struct evbuffer *buf, size_t len)
 	}
 	if (s->state == SV_CONNECTING)
 		handle_hello_reply(s, &m);
-	else if (s->req != NULL)
-		deliver(s, buf, data, len, &m);
-	else if (s->fence_id != 0)
+	else if (s->req != NULL) { /* the callback releases s or continues the exchange */
+		select_on_reply(s->pool, &m.body); /* replica sets: "not primary" */
+		s->req->ops->reply(s, s->req, buf, data, len, &m);
+	} else if (s->fence_id != 0)
 		sticky_fence_reply(s);
 }
 
@@ -342,14 +312,14 @@ static bool discard_oversized(struct server *s, const uint8_t *hdr, size_t avail
 {
 	struct wire_header h;
 
-	if (len <= WIRE_MAX_MESSAGE || s->req == NULL || s->req->kind != REQ_BATCH ||
+	if (len <= WIRE_MAX_MESSAGE || s->req == NULL || s->req->ops->reply_too_big == NULL ||
 	    avail < WIRE_HEADER_LEN)
 		return false;
 	wire_read_header(hdr, &h);
 	if (h.opcode != OP_MSG || h.response_to == 0 || h.response_to != s->expect_response_to)
 		return false;
 	s->discard_left = len;
-	batch_reply_discarded(s, s->req, len); /* releases s: replies queue behind */
+	s->req->ops->reply_too_big(s, s->req, len); /* releases s: replies queue behind */
 	return true;
 }
 
@@ -386,7 +356,7 @@ static void read_replies(struct server *s)
 			return;
 		case WIRE_FRAME_BAD:
 			if (len > WIRE_MAX_MESSAGE && avail < WIRE_HEADER_LEN && s->req != NULL &&
-			    s->req->kind == REQ_BATCH)
+			    s->req->ops->reply_too_big != NULL)
 				return; /* wait for the header: maybe a merged reply to skip */
 			if (discard_oversized(s, hdr, avail, len))
 				continue;

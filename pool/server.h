@@ -2,6 +2,7 @@
  * server.h — one backend connection, owned by its pool.
  *
  * States and their lists (server_set_state moves it and logs at debug):
+ *   SV_NEW         no list: being set up (server_connect)
  *   SV_CONNECTING  pool->connecting: TCP connect + the proxy's hello + backend
  *                  authentication (pool/auth.c); idle only once logged in
  *   SV_IDLE        pool->idle: ready, no request
@@ -27,6 +28,7 @@ struct pool;
 struct request;
 
 enum server_state {
+	SV_NEW,
 	SV_CONNECTING,
 	SV_IDLE,
 	SV_ACTIVE,
@@ -49,11 +51,11 @@ struct server {
 	uint64_t exchanges;
 	struct auth_conv *auth; /* SV_CONNECTING: the login in progress (pool/auth.c) */
 	/* pool/sticky.c: the client whose unacknowledged write this connection
-	 * carried, and its requests waiting to run here, in order. While either
-	 * is set the server is SV_ACTIVE (running one of them, or the fence). */
-	struct client *sticky_client;
-	struct request_list sticky_waiting;
-	int n_sticky_waiting;
+	 * carried, and its requests waiting to run here (REQ_QUEUED), in order.
+	 * While either is set the server is SV_ACTIVE (running one of them, or
+	 * the fence). */
+	struct request_owner *sticky_owner;
+	struct request_queue sticky_waiting;
 	int32_t fence_id;  /* requestID of the proxy's own {ping: 1} fence, 0: none */
 	int8_t compressor; /* pool/backend_compress.c: negotiated id, -1: none */
 };
@@ -98,3 +100,6 @@ void server_close(struct server *s, int code, const char *codename, const char *
 
 void server_set_state(struct server *s, enum server_state st);
 void server_free_deferred(void);
+/* Called when a server enters SV_JUSTFREE, to schedule server_free_deferred
+ * (the janitor installs it; NULL: the caller frees explicitly). */
+void server_set_justfree_hook(void (*hook)(void));

@@ -7,28 +7,27 @@
 #include "core/xalloc.h"
 #include "pool/pool.h"
 #include "pool/server.h"
-#include "proxy/client.h"
 #include "core/globals.h"
 #include "core/stats.h"
 #include "core/wire.h"
 
-static int n_sticky; /* clients with c->sticky set */
+static int n_sticky; /* owners with o->sticky set */
 
 struct server *sticky_target(const struct request *req)
 {
-	return req->client != NULL ? req->client->sticky : NULL;
+	return req->owner != NULL ? req->owner->sticky : NULL;
 }
 
 bool sticky_behind_unacked(const struct request *req)
 {
 	const struct request *r;
 
-	if (req->client == NULL)
+	if (req->owner == NULL)
 		return false;
-	TAILQ_FOREACH(r, &req->client->requests, client_link) {
+	TAILQ_FOREACH(r, &req->owner->requests, client_link) {
 		if (r == req)
 			return false;
-		if (r->more_to_come && r->queued && r->wait_server == NULL)
+		if (r->more_to_come && request_waiting(r) && r->wait_server == NULL)
 			return true;
 	}
 	return false;
@@ -36,43 +35,35 @@ bool sticky_behind_unacked(const struct request *req)
 
 void sticky_enqueue(struct server *s, struct request *req)
 {
-	TAILQ_INSERT_TAIL(&s->sticky_waiting, req, queue_link);
-	s->n_sticky_waiting++;
-	req->queued = true;
+	request_set_state(req, REQ_QUEUED, &s->sticky_waiting);
 	req->wait_server = s;
 	req->pool = s->pool;
 	req->enqueued_usec = g.now_usec;
-	pool_waiting_add(1);
 }
 
 void sticky_unqueue(struct request *req)
 {
-	struct server *s = req->wait_server;
-
-	TAILQ_REMOVE(&s->sticky_waiting, req, queue_link);
-	s->n_sticky_waiting--;
-	req->queued = false;
+	request_set_state(req, REQ_NEW, NULL);
 	req->wait_server = NULL;
-	pool_waiting_add(-1);
 }
 
-static void attach(struct server *s, struct client *c)
+static void attach(struct server *s, struct request_owner *o)
 {
-	if (c->sticky == s)
+	if (o->sticky == s)
 		return;
-	c->sticky = s;
-	s->sticky_client = c;
+	o->sticky = s;
+	s->sticky_owner = o;
 	n_sticky++;
 }
 
 static void detach(struct server *s)
 {
-	struct client *c = s->sticky_client;
+	struct request_owner *o = s->sticky_owner;
 
-	if (c == NULL)
+	if (o == NULL)
 		return;
-	c->sticky = NULL;
-	s->sticky_client = NULL;
+	o->sticky = NULL;
+	s->sticky_owner = NULL;
 	n_sticky--;
 }
 
@@ -82,7 +73,7 @@ static void gather_followers(struct server *s, struct request *req)
 	struct request *r = TAILQ_NEXT(req, client_link);
 
 	for (; r != NULL; r = TAILQ_NEXT(r, client_link)) {
-		if (r->kind != REQ_FORWARD || !r->queued || r->wait_server != NULL)
+		if (r->state != REQ_QUEUED || r->wait_server != NULL)
 			continue;
 		pool_unqueue(r);
 		sticky_enqueue(s, r);
@@ -91,9 +82,9 @@ static void gather_followers(struct server *s, struct request *req)
 
 void sticky_started(struct server *s, struct request *req)
 {
-	if (!req->more_to_come || req->client == NULL)
+	if (!req->more_to_come || req->owner == NULL)
 		return;
-	attach(s, req->client);
+	attach(s, req->owner);
 	gather_followers(s, req);
 }
 
@@ -117,22 +108,23 @@ static void send_fence(struct server *s)
 
 void sticky_written(struct server *s)
 {
-	struct request *req = TAILQ_FIRST(&s->sticky_waiting);
+	struct request *req = TAILQ_FIRST(&s->sticky_waiting.list);
 
-	if (req != NULL && client_may_dispatch(req->client)) {
+	if (req != NULL && request_owner_may_dispatch(req->owner)) {
 		pool_dispatch(s, req);
 		return;
 	}
 	send_fence(s);
 }
 
-/* Take the waiting requests off s (in order) and end the stickiness. */
+/* Take the waiting requests off s (in order, staged in REQ_NEW on a local
+ * list) and end the stickiness. */
 static void end(struct server *s, struct request_list *moved)
 {
 	struct request *req;
 
 	detach(s);
-	while ((req = TAILQ_FIRST(&s->sticky_waiting)) != NULL) {
+	while ((req = TAILQ_FIRST(&s->sticky_waiting.list)) != NULL) {
 		sticky_unqueue(req);
 		TAILQ_INSERT_TAIL(moved, req, queue_link);
 	}
@@ -174,10 +166,10 @@ void sticky_server_closed(struct server *s)
 	resubmit(&moved);
 }
 
-void sticky_client_closed(struct client *c)
+void sticky_owner_closed(struct request_owner *o)
 {
-	if (c->sticky != NULL)
-		detach(c->sticky);
+	if (o->sticky != NULL)
+		detach(o->sticky);
 }
 
 void sticky_expire(struct pool *p, uint64_t now)
@@ -189,8 +181,8 @@ void sticky_expire(struct pool *p, uint64_t now)
 	if (limit == 0)
 		return;
 	TAILQ_FOREACH(s, &p->active, link)
-		TAILQ_FOREACH_SAFE(req, &s->sticky_waiting, queue_link, tmp) {
-			if (!client_may_dispatch(req->client))
+		TAILQ_FOREACH_SAFE(req, &s->sticky_waiting.list, queue_link, tmp) {
+			if (!request_owner_may_dispatch(req->owner))
 				req->enqueued_usec = now; /* its own client is the cause */
 			else if (now - req->enqueued_usec > limit) {
 				sticky_unqueue(req);

@@ -25,8 +25,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct client;
 struct pool;
+struct request_owner;
 struct request;
 struct server;
 
@@ -49,8 +49,8 @@ void sticky_fence_reply(struct server *s);
 void sticky_release(struct server *s);
 /* `s` closed: its waiting requests go back to the pool. */
 void sticky_server_closed(struct server *s);
-/* `c` is closing (its requests were abandoned already). */
-void sticky_client_closed(struct client *c);
+/* `o`'s client is closing (its requests were abandoned already). */
+void sticky_owner_closed(struct request_owner *o);
 
 /* queue_timeout_ms for the sticky queues of p's servers. */
 void sticky_expire(struct pool *p, uint64_t now);

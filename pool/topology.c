@@ -26,6 +26,7 @@
 #include <event2/event.h>
 #include <mongoc/mongoc.h>
 
+#include "core/xalloc.h"
 #include "core/globals.h"
 #include "core/log.h"
 
@@ -489,7 +490,7 @@ bool topology_start(const char *uri_str, void (*on_change)(void), char *err, siz
 		return false;
 	}
 	change_hook = on_change;
-	uri_copy = strdup(uri_str);
+	uri_copy = xstrdup(uri_str);
 	if (pthread_create(&thread, NULL, thread_main, NULL) != 0) {
 		snprintf(err, errlen, "topology: cannot start the monitor thread");
 		return false;

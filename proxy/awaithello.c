@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 
+#include "core/xalloc.h"
 #include "core/globals.h"
 #include "core/handshake.h"
 #include "core/list.h"
@@ -76,8 +77,8 @@ static void hold(struct awaited_hello *ah)
 static void destroy(struct awaited_hello *ah)
 {
 	unlink_held(ah);
-	if (ah->req->client != NULL)
-		ah->req->client->awaiting = NULL;
+	if (client_of(ah->req) != NULL)
+		client_of(ah->req)->awaiting = NULL;
 	event_free(ah->timer);
 	free(ah);
 }
@@ -85,7 +86,7 @@ static void destroy(struct awaited_hello *ah)
 /* Send one more moreToCome reply; the request stays. */
 static void stream_reply(struct awaited_hello *ah, struct client *c, const bson_t *doc)
 {
-	struct evbuffer *out = evbuffer_new();
+	struct evbuffer *out = xevbuffer_new();
 	int32_t id = wire_next_request_id();
 
 	wire_append_msg(out, id, ah->response_to, MSG_MORE_TO_COME, doc);
@@ -98,7 +99,7 @@ static void stream_reply(struct awaited_hello *ah, struct client *c, const bson_
 static void answer(struct awaited_hello *ah)
 {
 	struct request *req = ah->req;
-	struct client *c = req->client;
+	struct client *c = client_of(req);
 	bson_t doc;
 	bool ok;
 
@@ -174,8 +175,8 @@ bool awaithello_take(struct client *c, struct request *req, bool exhaust_allowed
 	if ((!current && !exhaust_allowed) || g.shutting_down || !pool_target()->info.known ||
 	    c->awaiting != NULL)
 		return false;
-	ah = calloc(1, sizeof(*ah));
-	if (ah == NULL || (ah->timer = evtimer_new(g.base, timer_cb, ah)) == NULL)
+	ah = xcalloc(1, sizeof(*ah));
+	if ((ah->timer = evtimer_new(g.base, timer_cb, ah)) == NULL)
 		fatal("out of memory");
 	ah->req = req;
 	ah->wait_ms = a.max_await_ms > AWAIT_MAX_MS ? AWAIT_MAX_MS : a.max_await_ms;

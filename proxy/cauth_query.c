@@ -21,6 +21,7 @@
 #include "core/usersinfo.h"
 #include "core/wire.h"
 #include "pool/pool.h"
+#include "proxy/client.h"
 
 #define CQ_MAX_ENTRIES 10000 /* least recently fetched idle entries go first */
 
@@ -207,7 +208,7 @@ static void arm_timer(struct cq_entry *e)
 
 static void submit(struct cq_entry *e)
 {
-	struct request *req = request_new(NULL, REQ_FORWARD);
+	struct request *req = client_request_new(NULL); /* no owner: internal_reply gets it */
 	bson_t cmd, q;
 
 	bson_init(&cmd);
@@ -217,7 +218,7 @@ static void submit(struct cq_entry *e)
 	bson_append_document_end(&cmd, &q);
 	BSON_APPEND_BOOL(&cmd, "showCredentials", true);
 	BSON_APPEND_UTF8(&cmd, "$db", e->ue.db);
-	req->msg = evbuffer_new();
+	req->msg = xevbuffer_new();
 	wire_append_msg(req->msg, 0, 0, 0, &cmd);
 	bson_destroy(&cmd);
 	snprintf(req->cmd, sizeof(req->cmd), "usersInfo");

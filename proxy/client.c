@@ -1,5 +1,6 @@
 /*
- * client.c — client connections: reading, framing, routing, replies.
+ * client.c — client connections: lifecycle, reading and framing, output and
+ * its limits (what a message becomes: proxy/client_msg.c).
  *
  *   accept ──▶ client_accept ──▶ [CL_ACTIVE] ◀──────────────────────────────┐
  *                                  │ read cb                                │
@@ -9,7 +10,7 @@
  *                      wire_frame_check ── NEED_MORE: wait (read timeout)   │
  *                                  │ BAD: error reply, flush, close         │
  *                                  ▼ READY                                  │
- *                           handle_message                                  │
+ *                    client_handle_message (proxy/client_msg.c)             │
  *          OP_QUERY ─▶ legacy handshake (OP_REPLY) or error                 │
  *          OP_MSG   ─▶ wire_parse_msg ── invalid: error reply ──────────────┤
  *                      router_classify                                      │
@@ -25,11 +26,12 @@
  * read (TCP backpressure). Replies are bounded too: a client's requests are
  * dispatched only while client_may_dispatch (unsent replies stay within the
  * limit plus one message); its queued requests wait and are kicked when it
- * drains. A closed client's requests are abandoned: queued ones are dropped,
- * running ones have their reply discarded on arrival. Frees are deferred.
+ * drains. A closed client's requests are abandoned (each request's abandon
+ * callback, proxy/client_ops.c): queued ones are dropped, running ones have
+ * their reply discarded on arrival. Frees are deferred.
  */
 #include "proxy/client.h"
-#include "proxy/client_compress.h"
+#include "proxy/client_msg.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -43,20 +45,16 @@
 
 #include "core/errors.h"
 #include "core/xalloc.h"
-#include "pool/batch.h"
 #include "proxy/janitor.h"
 #include "pool/pool.h"
 #include "pool/select.h"
 #include "pool/sticky.h"
-#include "proxy/admin.h"
 #include "proxy/awaithello.h"
-#include "proxy/client_tls.h"
 #include "proxy/cauth.h"
+#include "proxy/client_tls.h"
 #include "proxy/cursor.h"
-#include "core/handshake.h"
 #include "proxy/membound.h"
 #include "proxy/proxy.h"
-#include "proxy/router.h"
 #include "core/stats.h"
 #include "core/wire.h"
 
@@ -97,10 +95,13 @@ static void account_stop(struct client *c)
 	c->io_bytes = 0;
 }
 
+static const char *const state_names[] = {"new", "active", "justfree"};
+
 static void client_set_state(struct client *c, enum client_state st)
 {
 	if (c->state == st)
 		return;
+	client_debug(c, "state %s -> %s", state_names[c->state], state_names[st]);
 	if (c->state == CL_ACTIVE) {
 		TAILQ_REMOVE(&clients_active, c, link);
 		n_active--;
@@ -115,7 +116,6 @@ static void client_set_state(struct client *c, enum client_state st)
 		TAILQ_INSERT_TAIL(&clients_justfree, c, link);
 		janitor_schedule_free();
 	}
-	client_debug(c, "state -> %s", st == CL_ACTIVE ? "active" : "justfree");
 }
 
 static void format_peer(const struct sockaddr *addr, char *buf, size_t len)
@@ -144,9 +144,9 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 
 	(void)addrlen;
 	c->id = next_client_id++;
-	c->state = CL_ACTIVE;
+	c->state = CL_NEW;
 	c->compressor = c->msg_compressor = -1;
-	TAILQ_INIT(&c->requests);
+	request_owner_init(&c->owner, c->id, &client_owner_ops);
 	format_peer(addr, c->peer, sizeof(c->peer));
 	if (addr->sa_family != AF_UNIX)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -163,8 +163,7 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 	}
 	c->connected_usec = c->last_active_usec = g.now_usec;
 	c->reply_est = (size_t)g.cfg.max_client_buffer_bytes; /* unknown: assume large */
-	TAILQ_INSERT_TAIL(&clients_active, c, link);
-	n_active++;
+	client_set_state(c, CL_ACTIVE);
 	STAT_INC(clients_accepted);
 	if (n_active - n_over_limit > g.cfg.max_client_conn) {
 		c->over_limit = true;
@@ -175,23 +174,6 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 	}
 	sbuf_set_read_high(&c->sb, (size_t)g.cfg.max_client_buffer_bytes);
 	client_debug(c, "connected");
-}
-
-/* Abandon every request of a closing client. */
-static void abandon_requests(struct client *c)
-{
-	struct request *req;
-
-	while ((req = TAILQ_FIRST(&c->requests)) != NULL) {
-		TAILQ_REMOVE(&c->requests, req, client_link);
-		c->inflight--;
-		req->client = NULL;
-		if (req->kind == REQ_LOOKUP)
-			batch_abandon(req);
-		else if (req->queued)
-			request_free(req);
-		/* else: running on a server, which drops the reply */
-	}
 }
 
 void client_close(struct client *c, const char *fmt, ...)
@@ -209,9 +191,9 @@ void client_close(struct client *c, const char *fmt, ...)
 	else
 		client_info(c, "closing: %s", reason);
 	awaithello_client_closed(c);
-	abandon_requests(c);
-	cursor_client_closed(c->id); /* kills its open cursors on the backend */
-	sticky_client_closed(c);
+	request_owner_abandon_all(&c->owner); /* each request's abandon callback */
+	cursor_client_closed(c->id);	      /* kills its open cursors on the backend */
+	sticky_owner_closed(&c->owner);
 	sbuf_close(&c->sb);
 	event_del(c->resume_ev);
 	client_set_state(c, CL_JUSTFREE);
@@ -239,19 +221,13 @@ static bool output_full(const struct client *c)
 static bool may_parse(const struct client *c)
 {
 	return c->state == CL_ACTIVE && !c->closing &&
-	       c->inflight < g.cfg.max_inflight_per_client && !output_full(c) &&
+	       c->owner.inflight < g.cfg.max_inflight_per_client && !output_full(c) &&
 	       c->req_bytes < (size_t)g.cfg.max_client_buffer_bytes && !membound_paused();
 }
 
 int client_running(const struct client *c)
 {
-	const struct request *req;
-	int n = 0;
-
-	TAILQ_FOREACH(req, &c->requests, client_link)
-		if (req->server != NULL || req->kind == REQ_LOOKUP)
-			n++;
-	return n;
+	return c->owner.n_state[REQ_RUNNING] + c->owner.n_state[REQ_BATCHED];
 }
 
 bool client_may_dispatch(const struct client *c)
@@ -295,343 +271,12 @@ void client_send(struct client *c, struct evbuffer *msg)
 	}
 }
 
-/* Reply built here, for a message that never became a queued request. */
-static void reply_doc(struct client *c, int32_t response_to, bool legacy, const bson_t *doc)
-{
-	struct evbuffer *out = xevbuffer_new();
-
-	if (legacy)
-		wire_append_op_reply(out, response_to, 0, doc);
-	else
-		wire_append_msg(out, wire_next_request_id(), response_to, 0, doc);
-	client_send(c, out);
-	evbuffer_free(out);
-}
-
-static void reply_error(struct client *c, int32_t response_to, bool legacy, int code,
-			const char *codename, const char *msg, const char *const *labels)
-{
-	bson_t doc;
-
-	STAT_INC(requests_errors);
-	wire_error_doc(&doc, code, codename, msg, labels);
-	reply_doc(c, response_to, legacy, &doc);
-	bson_destroy(&doc);
-}
-
-/* Answer a hello once backend_info is known (also called by the pool). */
-void client_answer_hello(struct request *req, const struct backend_info *bi)
-{
-	struct client *c = req->client;
-	bson_t reply;
-
-	if (c == NULL) {
-		request_done(req);
-		return;
-	}
-	if (handshake_client_reply(req->hello_cmd, req->cmd, bi, (int64_t)c->id, !c->hello_seen,
-				   &reply)) {
-		c->hello_seen = true;
-		ccomp_hello(c, req->hello_cmd, &reply);
-		cauth_extend_hello(c, req->hello_cmd, &reply);
-	} else {
-		STAT_INC(requests_errors);
-	}
-	request_reply_doc(req, &reply);
-	bson_destroy(&reply);
-}
-
-static void handle_hello(struct client *c, struct request *req, const bson_t *body, uint32_t flags)
-{
-	struct pool *p = pool_target();
-
-	req->hello_cmd = bson_copy(body);
-	if (awaithello_take(c, req, (flags & MSG_EXHAUST_ALLOWED) != 0))
-		return; /* awaitable: held, streamed or refused there */
-	if (p->info.known) {
-		client_answer_hello(req, &p->info);
-		return;
-	}
-	pool_wait_hello(req);
-}
-
-/* ping answered locally fails while no backend can serve requests. */
-static bool ping_healthy(struct request *req)
-{
-	char why[400], msg[500];
-
-	if (pool_healthy(why, sizeof(why)))
-		return true;
-	snprintf(msg, sizeof(msg), "mongoplex: %s", why);
-	request_fail(req, MP_ERR(HOST_UNREACHABLE), msg, NULL);
-	return false;
-}
-
-static void handle_local(struct client *c, const struct wire_msg *m, const struct route_info *ri,
-			 struct request *req)
-{
-	bson_t doc;
-
-	STAT_INC(requests_local);
-	switch (ri->route) {
-	case ROUTE_HELLO:
-		handle_hello(c, req, &m->body, m->flags);
-		return;
-	case ROUTE_PING:
-		if (!ping_healthy(req))
-			return;
-		bson_init(&doc);
-		BSON_APPEND_DOUBLE(&doc, "ok", 1.0);
-		request_reply_doc(req, &doc);
-		bson_destroy(&doc);
-		return;
-	case ROUTE_STATS:
-		admin_stats_reply(req);
-		return;
-	case ROUTE_AUTH:
-		cauth_command(c, req, &m->body);
-		return;
-	default:
-		request_fail(req, MP_ERR(COMMAND_NOT_FOUND), ri->refuse_msg, NULL);
-		return;
-	}
-}
-
-static void count_forward(const struct route_info *ri, bool more_to_come)
-{
-	STAT_INC(requests_forwarded);
-	if (more_to_come)
-		STAT_INC(more_to_come_writes);
-	if (ri->cursor_op)
-		STAT_INC(cursor_requests);
-	if (ri->in_txn)
-		STAT_INC(txn_requests);
-}
-
-/* A lookup may join a batch only when nothing orders or holds it back: the
- * batcher neither follows unacknowledged writes (pool/sticky.h) nor knows
- * client_may_dispatch. */
-static bool may_batch(struct client *c, const struct request *req)
-{
-	const struct request *r;
-
-	if (c->sticky != NULL || !client_may_dispatch(c))
-		return false;
-	TAILQ_FOREACH(r, &c->requests, client_link)
-		if (r != req && r->more_to_come)
-			return false;
-	return true;
-}
-
-/* Build the request that forwards this message and hand it on. */
-static void forward(struct client *c, struct evbuffer *buf, uint8_t *data, size_t len,
-		    const struct wire_msg *m, const struct route_info *ri, struct request *req)
-{
-	size_t newlen;
-
-	if (ri->cursor_op && cursor_admit(req, m))
-		return; /* not this client's cursor: answered by proxy/cursor.c */
-	newlen = wire_msg_prepare_forward(data, len);
-	count_forward(ri, req->more_to_come);
-	req->retryable_write = ri->retryable_write;
-	if (newlen != len) { /* checksum stripped: keep the first newlen bytes */
-		req->msg = xevbuffer_new();
-		evbuffer_add(req->msg, data, newlen);
-	} else {
-		req->msg = xevbuffer_new();
-		evbuffer_add_buffer(req->msg, buf);
-	}
-	req->held_bytes = evbuffer_get_length(req->msg);
-	c->req_bytes += req->held_bytes;
-	membound_add((int64_t)req->held_bytes);
-	select_note(req, &m->body, ri->in_txn); /* replica sets: read preference, pin */
-	if (ri->is_find && !ri->in_txn && g.cfg.batching && may_batch(c, req) &&
-	    req->read_pref == NULL /* merged lookups all go to the primary */ &&
-	    batch_try_submit(req, &m->body))
-		return;
-	pool_submit(req);
-}
-
-static void handle_op_msg(struct client *c, struct evbuffer *buf, uint8_t *data, size_t len)
-{
-	struct wire_msg m;
-	struct wire_error err;
-	struct route_info ri;
-	struct request *req;
-
-	if (!wire_parse_msg(data, len, &m, &err)) {
-		STAT_INC(bad_messages);
-		client_info(c, "bad OP_MSG: %s", err.msg);
-		/* Under 20 bytes there is no flagBits word to read (the bytes past
-		 * len are stale buffer memory): the flags are unknown, so answer. */
-		if (len < WIRE_HEADER_LEN + 4 ||
-		    !(wire_read_i32(data + WIRE_HEADER_LEN) & MSG_MORE_TO_COME))
-			reply_error(c, wire_read_i32(data + 4), false, err.code, err.codename,
-				    err.msg, NULL);
-		return;
-	}
-	req = request_new(c, REQ_FORWARD);
-	req->client_request_id = m.h.request_id;
-	req->more_to_come = (m.flags & MSG_MORE_TO_COME) != 0;
-	if (!router_classify(&m.body, &ri)) {
-		request_fail(req, MP_ERR(LOCATION_40571), ri.refuse_msg, NULL);
-		return;
-	}
-	_Static_assert(sizeof(req->cmd) == sizeof(ri.cmd), "cmd buffers differ");
-	memcpy(req->cmd, ri.cmd, sizeof(req->cmd)); /* NUL-terminated by router_classify */
-	if (g.shutting_down && ri.route != ROUTE_HELLO) {
-		STAT_INC(refused_shutdown);
-		request_fail(req, MP_ERR(SHUTDOWN_IN_PROGRESS), "mongoplex is shutting down",
-			     MP_ERR_LABELS(SHUTDOWN_IN_PROGRESS));
-		return;
-	}
-	if (!cauth_admit(c, req, &m.body, &ri))
-		return; /* answered by client authentication (proxy/cauth.c) */
-	if (ri.route != ROUTE_FORWARD) {
-		handle_local(c, &m, &ri, req);
-		return;
-	}
-	forward(c, buf, data, len, &m, &ri, req);
-}
-
-static bool is_handshake_cmd(const char *name)
-{
-	return strcmp(name, "hello") == 0 || strcasecmp(name, "isMaster") == 0;
-}
-
-/* Legacy OP_QUERY: only the handshake is served, answered with OP_REPLY. */
-static void handle_op_query(struct client *c, uint8_t *data, size_t len)
-{
-	struct wire_query q;
-	struct wire_error err;
-	struct request *req;
-	bson_iter_t it;
-	const char *dot;
-
-	if (!wire_parse_query(data, len, &q, &err)) {
-		STAT_INC(bad_messages);
-		client_info(c, "bad OP_QUERY: %s", err.msg);
-		reply_error(c, wire_read_i32(data + 4), true, err.code, err.codename, err.msg,
-			    NULL);
-		return;
-	}
-	dot = strchr(q.collection, '.');
-	if (!bson_iter_init(&it, &q.query) || !bson_iter_next(&it) || dot == NULL ||
-	    strcmp(dot, ".$cmd") != 0 || !is_handshake_cmd(bson_iter_key(&it))) {
-		STAT_INC(bad_messages);
-		client_info(c, "refused legacy OP_QUERY on %s", q.collection);
-		reply_error(
-		    c, q.h.request_id, true, MP_ERR(UNSUPPORTED_OP_QUERY_COMMAND),
-		    "mongoplex: OP_QUERY is only supported for the hello/isMaster handshake; "
-		    "use OP_MSG",
-		    NULL);
-		return;
-	}
-	STAT_INC(requests_local);
-	req = request_new(c, REQ_FORWARD);
-	req->client_request_id = q.h.request_id;
-	req->legacy_reply = true;
-	snprintf(req->cmd, sizeof(req->cmd), "%s", bson_iter_key(&it));
-	handle_hello(c, req, &q.query, 0);
-}
-
-/* OP_COMPRESSED: unwrapped (proxy/client_compress.c) and handled as what it
- * holds; a message that cannot be unwrapped gets an error and closes the
- * connection (its framing is intact, its content is not). */
-static void handle_compressed(struct client *c, const uint8_t *data, size_t len)
-{
-	struct evbuffer *plain = evbuffer_new();
-	struct wire_error err;
-	uint8_t *p;
-	int32_t opcode;
-
-	if (!ccomp_unwrap(c, data, len, plain, &err)) {
-		STAT_INC(bad_messages);
-		STAT_INC(clients_closed_error);
-		client_info(c, "bad OP_COMPRESSED: %s; closing after the error reply", err.msg);
-		reply_error(c, wire_read_i32(data + 4), false, err.code, err.codename, err.msg,
-			    NULL);
-		c->closing = true;
-		evbuffer_free(plain);
-		return;
-	}
-	len = evbuffer_get_length(plain);
-	p = evbuffer_pullup(plain, -1);
-	opcode = wire_read_i32(p + 12);
-	if (opcode == OP_MSG) {
-		handle_op_msg(c, plain, p, len);
-	} else if (opcode == OP_QUERY) {
-		handle_op_query(c, p, len);
-	} else {
-		STAT_INC(bad_messages);
-		client_info(c, "refused OP_COMPRESSED holding opcode %d", opcode);
-		reply_error(c, wire_read_i32(p + 4), false, MP_ERR(BAD_VALUE),
-			    "mongoplex: OP_COMPRESSED may hold OP_MSG or OP_QUERY only", NULL);
-	}
-	c->msg_compressor = -1;
-	evbuffer_free(plain);
-}
-
-static void handle_message(struct client *c, struct evbuffer *buf, size_t len)
-{
-	uint8_t *data = evbuffer_pullup(buf, (ssize_t)len);
-	int32_t opcode = wire_read_i32(data + 12);
-	char msg[128];
-
-	STAT_INC(requests_total);
-	if (c->over_limit) {
-		snprintf(msg, sizeof(msg),
-			 "mongoplex: too many client connections (max_client_conn = %" PRId64 ")",
-			 g.cfg.max_client_conn);
-		reply_error(c, wire_read_i32(data + 4), opcode == OP_QUERY,
-			    MP_ERR(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED), msg,
-			    MP_ERR_LABELS(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED));
-		c->closing = true;
-		return;
-	}
-	switch (opcode) {
-	case OP_MSG:
-		handle_op_msg(c, buf, data, len);
-		break;
-	case OP_QUERY:
-		handle_op_query(c, data, len);
-		break;
-	case OP_COMPRESSED:
-		handle_compressed(c, data, len);
-		break;
-	default:
-		STAT_INC(bad_messages);
-		client_info(c, "refused %s (opcode %d)", wire_opcode_name(opcode), opcode);
-		snprintf(msg, sizeof(msg), "mongoplex: unsupported opcode %d (%s); use OP_MSG",
-			 opcode, wire_opcode_name(opcode));
-		reply_error(c, wire_read_i32(data + 4), false, MP_ERR(BAD_VALUE), msg, NULL);
-		break;
-	}
-}
-
-/* Framing is lost: say why (as a reply, if the client can read one) and close. */
-static void framing_lost(struct client *c, int32_t len, const uint8_t *hdr, size_t avail)
-{
-	char msg[160];
-
-	STAT_INC(bad_messages);
-	STAT_INC(clients_closed_error);
-	snprintf(msg, sizeof(msg), "mongoplex: invalid messageLength %d (must be 16..%d)", len,
-		 WIRE_MAX_MESSAGE);
-	if (avail >= WIRE_HEADER_LEN)
-		reply_error(c, wire_read_i32(hdr + 4), false, MP_ERR(BSON_OBJECT_TOO_LARGE), msg,
-			    NULL);
-	client_info(c, "%s; closing after the error reply", msg);
-	c->closing = true;
-	evbuffer_drain(c->sb.in, avail);
-}
-
 static void process_input(struct client *c)
 {
 	struct evbuffer *in = c->sb.in;
 
 	if (c->state == CL_ACTIVE)
-		pool_client_kick(c);
+		pool_owner_kick(&c->owner);
 
 	while (may_parse(c)) {
 		size_t avail = evbuffer_get_length(in);
@@ -653,13 +298,13 @@ static void process_input(struct client *c)
 			set_reading(c, true);
 			return;
 		case WIRE_FRAME_BAD:
-			framing_lost(c, len, hdr, avail);
+			client_framing_lost(c, len, hdr, avail);
 			break;
 		case WIRE_FRAME_READY:
 			c->partial_since_usec = 0;
 			msg = xevbuffer_new();
 			evbuffer_remove_buffer(in, msg, (size_t)len);
-			handle_message(c, msg, (size_t)len);
+			client_handle_message(c, msg, (size_t)len);
 			evbuffer_free(msg);
 			break;
 		}
@@ -751,7 +396,8 @@ void client_janitor(uint64_t now)
 				     "incomplete message for more than %" PRId64
 				     " ms (client_read_timeout_ms)",
 				     g.cfg.client_read_timeout_ms);
-		} else if (idle_us && c->inflight == 0 && now - c->last_active_usec > idle_us) {
+		} else if (idle_us && c->owner.inflight == 0 &&
+			   now - c->last_active_usec > idle_us) {
 			client_close(c,
 				     "idle for more than %" PRId64 " ms (client_idle_timeout_ms)",
 				     g.cfg.client_idle_timeout_ms);
@@ -776,26 +422,8 @@ int client_count(void)
 
 void client_phase_counts(int *idle, int *waiting, int *running)
 {
-	struct client *c;
-
-	*idle = *waiting = *running = 0;
-	TAILQ_FOREACH(c, &clients_active, link) {
-		struct request *req;
-		bool w = false, r = false;
-
-		TAILQ_FOREACH(req, &c->requests, client_link) {
-			if (req->server != NULL)
-				r = true;
-			else if (req->queued || req->kind == REQ_LOOKUP)
-				w = true; /* not: a request being answered by the proxy itself */
-		}
-		if (r)
-			(*running)++;
-		else if (w)
-			(*waiting)++;
-		else
-			(*idle)++;
-	}
+	request_owner_phases(waiting, running);
+	*idle = n_active - *waiting - *running;
 }
 
 void client_memory_paused(bool paused)

@@ -4,8 +4,10 @@
  * States and their lists (client_set_state moves a client between them):
  *   CL_ACTIVE    clients_active: connected; zero or more requests in flight
  *   CL_JUSTFREE  clients_justfree: closed, freed after this loop iteration
+ *   CL_NEW       on no list: being set up (client_accept)
  * Within CL_ACTIVE the client's requests say whether it is idle, waiting for
- * a backend or running; counts per phase are kept for stats.
+ * a backend or running; counts per phase come from the request states
+ * (request_owner_phases).
  */
 #pragma once
 
@@ -22,6 +24,7 @@
 #include "core/sbuf.h"
 
 enum client_state {
+	CL_NEW,	     /* no list */
 	CL_ACTIVE,   /* list: clients_active */
 	CL_JUSTFREE, /* list: clients_justfree */
 };
@@ -33,9 +36,10 @@ struct client {
 	struct sbuf sb;		 /* the socket and its buffers */
 	struct event *resume_ev; /* deferred "parse more input" */
 	char peer[64];
-	struct request_list requests; /* parsed and not yet answered */
-	int inflight;		      /* entries in `requests` */
-	uint64_t last_round;	      /* fair-queuing round of its last queued request */
+	/* Its requests as the lower layers see them (core/request.h): parsed
+	 * and not yet answered, counts per state, the sticky connection of
+	 * its unacknowledged write (pool/sticky.c). */
+	struct request_owner owner;
 	uint64_t connected_usec;
 	uint64_t last_active_usec;   /* last byte received or reply sent */
 	uint64_t partial_since_usec; /* 0, or when an incomplete message began */
@@ -49,10 +53,7 @@ struct client {
 	/* Memory bound (proxy/membound.c): bytes in sb's buffers, and request
 	 * messages parsed but not yet sent to a backend. */
 	size_t io_bytes, req_bytes;
-	size_t reply_est; /* recent reply size (decaying max); starts at the limit */
-	/* Order (pool/sticky.c): the backend connection that carried this
-	 * client's unacknowledged write, until an acknowledged exchange ends there. */
-	struct server *sticky;
+	size_t reply_est;		/* recent reply size (decaying max); starts at the limit */
 	struct awaited_hello *awaiting; /* its held hello (proxy/awaithello.c), or NULL */
 	struct cauth_conn *auth; /* proxy/cauth.c: login state (NULL until the first SASL step) */
 };
@@ -76,6 +77,14 @@ TAILQ_HEAD(client_list, client);
 		if (log_enabled(LOG_LVL_DEBUG))                                                    \
 			client_log(LOG_LVL_DEBUG, c, fmt, ##__VA_ARGS__);                          \
 	} while (0)
+
+/* proxy/client_ops.c: the callbacks of a client's requests and of the
+ * client as their owner; a new request of `c` (NULL: the proxy's own). */
+extern const struct request_ops client_request_ops;
+extern const struct request_owner_ops client_owner_ops;
+struct request *client_request_new(struct client *c);
+/* The client a request belongs to, NULL when it has none (any more). */
+struct client *client_of(const struct request *req);
 
 /* Take over an accepted socket. */
 void client_accept(int fd, const struct sockaddr *addr, int addrlen);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/xalloc.h"
 #include "core/errors.h"
 #include "core/compress.h"
 #include "core/globals.h"
@@ -94,7 +95,7 @@ void ccomp_reply(const struct client *c, const struct request *req, struct evbuf
 	msg = evbuffer_pullup(reply, -1);
 	if ((size_t)wire_read_i32(msg) != len)
 		return; /* not exactly one message */
-	packed = evbuffer_new();
+	packed = xevbuffer_new();
 	if (compress_wrap(id, -1, msg, len, packed)) {
 		evbuffer_drain(reply, len);
 		evbuffer_add_buffer(reply, packed);

@@ -243,7 +243,7 @@ static void append_ids(bson_t *doc, const char *key, const int64_t *a, int na, c
 static void kill_send(struct kill_job *j)
 {
 	const char *dot = strchr(j->ns, '.');
-	struct request *req = request_new(NULL, REQ_FORWARD);
+	struct request *req = client_request_new(NULL);
 	struct cursor_note *n = note_new(NOTE_CLOSE_KILL, 0, j->ns);
 	bson_t cmd;
 	char db[256];
@@ -383,12 +383,12 @@ static bool admit_getmore(struct request *req, const bson_t *body)
 		return true;
 	}
 	ns = ns_of(cc.db, bson_iter_utf8(&cc.second_it, NULL));
-	if (cursor_table_owner(id, ns) != req->client->id) {
+	if (cursor_table_owner(id, ns) != req->owner->id) {
 		bson_free(ns);
 		refuse_unknown(req, id);
 		return true;
 	}
-	req->cursor = note_new(NOTE_GETMORE, req->client->id, ns);
+	req->cursor = note_new(NOTE_GETMORE, req->owner->id, ns);
 	req->route_pool = cursor_table_pool(id, ns); /* replica sets: the cursor's member */
 	req->cursor->ids = ids_alloc(1);
 	req->cursor->ids[0] = id;
@@ -416,7 +416,7 @@ static bool split_ids(struct request *req, bson_iter_t *arr, const char *ns, str
 
 		if (!id_value(&it, &id))
 			return false;
-		if (cursor_table_owner(id, ns) == req->client->id) {
+		if (cursor_table_owner(id, ns) == req->owner->id) {
 			n->ids[n->nids++] = id;
 			if (req->route_pool == NULL)
 				req->route_pool = cursor_table_pool(id, ns);
@@ -482,7 +482,7 @@ static bool admit_kill(struct request *req, const bson_t *body)
 		return true;
 	}
 	ns = ns_of(cc.db, bson_iter_utf8(&cc.first_it, NULL));
-	n = note_new(NOTE_KILL, req->client->id, ns);
+	n = note_new(NOTE_KILL, req->owner->id, ns);
 	bson_free(ns);
 	req->cursor = n;
 	if (!split_ids(req, &cc.second_it, n->ns, n)) {
@@ -507,7 +507,7 @@ static bool admit_kill(struct request *req, const bson_t *body)
 
 bool cursor_admit(struct request *req, const struct wire_msg *m)
 {
-	if (req->client == NULL)
+	if (req->owner == NULL)
 		return false;
 	if (m->nsequences > 0) {
 		request_fail(req, MP_ERR(BAD_VALUE),
@@ -571,8 +571,8 @@ static void reply_kill_merged(struct request *req, const bson_t *body, const str
 /* A reply opened a cursor (or kept one open). */
 static void opened(struct request *req, int64_t id, const char *ns)
 {
-	if (req->client != NULL) {
-		cursor_table_record(req->client->id, req->pool, id, ns ? ns : "");
+	if (req->owner != NULL) {
+		cursor_table_record(req->owner->id, req->pool, id, ns ? ns : "");
 		return;
 	}
 	if (ns == NULL || strchr(ns, '.') == NULL)

@@ -41,6 +41,7 @@ void janitor_start(void)
 
 	tick_ev = event_new(g.base, -1, EV_PERSIST, tick_cb, NULL);
 	free_ev = event_new(g.base, -1, 0, free_cb, NULL);
+	server_set_justfree_hook(janitor_schedule_free);
 	event_add(tick_ev, &tv);
 }
 
@@ -51,6 +52,7 @@ void janitor_stop(void)
 		tick_ev = NULL;
 	}
 	if (free_ev != NULL) {
+		server_set_justfree_hook(NULL);
 		free_cb(-1, 0, NULL);
 		event_free(free_ev);
 		free_ev = NULL;

@@ -109,7 +109,7 @@ static void pool_to_bson(bson_t *arr, int i, const struct pool *p)
 	BSON_APPEND_INT32(&doc, "connecting", p->n_connecting);
 	BSON_APPEND_INT32(&doc, "idle", p->n_idle);
 	BSON_APPEND_INT32(&doc, "active", p->n_active);
-	BSON_APPEND_INT32(&doc, "waiting", p->n_waiting);
+	BSON_APPEND_INT32(&doc, "waiting", p->waiting.n);
 	BSON_APPEND_INT64(&doc, "poolSize", g.cfg.pool_size);
 	BSON_APPEND_INT64(&doc, "connectsOk", (int64_t)p->connects_ok);
 	BSON_APPEND_INT64(&doc, "connectsFailed", (int64_t)p->connects_failed);

@@ -13,9 +13,8 @@
  * Any failed check aborts. Build and run: scripts/fuzz.sh fuzz_compress.
  *
  * FUZZ_SOURCES: core/compress.c core/wire.c core/crc32c.c core/bsonval.c core/errors.c
- * FUZZ_PKGS: libbson-1.0 libevent zlib libzstd snappy
- * FUZZ_SEEDS: tests/fuzz/seeds_compress.py
- * FUZZ_ARGS: -max_len=70000
+ * core/xalloc.c FUZZ_PKGS: libbson-1.0 libevent zlib libzstd snappy FUZZ_SEEDS:
+ * tests/fuzz/seeds_compress.py FUZZ_ARGS: -max_len=70000
  */
 #include <stdarg.h>
 #include <stdio.h>

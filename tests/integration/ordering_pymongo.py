@@ -22,8 +22,6 @@ Output: one line per path and sequence, "RESULT path seq wrong=N/RUNS ...".
 Exit status 0 when the proxy had no wrong outcome and no error.
 """
 
-import socket
-import struct
 import sys
 
 import bson
@@ -33,36 +31,22 @@ from pymongo.errors import PyMongoError
 
 
 def probe(direct_uri, db):
-    """'runs' or 'drops': what the backend does with a moreToCome insert."""
-    hostport = direct_uri.split("//", 1)[1].split("/", 1)[0]
-    host, port = hostport.rsplit(":", 1)
-    s = socket.create_connection((host, int(port)), timeout=5)
-
-    def msg(rid, flags, doc):
-        body = struct.pack("<I", flags) + b"\x00" + bson.BSON.encode(doc)
-        return struct.pack("<iiii", 16 + len(body), rid, 0, 2013) + body
-
-    s.sendall(msg(1, 2, {"insert": "probe", "documents": [{"p": 1}], "$db": db}) +
-              msg(2, 0, {"count": "probe", "query": {"p": 1}, "$db": db}))
-    data = b""
+    """'runs' or 'drops': what the backend does with a moreToCome insert.
+    One pooled connection (maxPoolSize=1), so the count follows the w:0
+    insert on the same socket; a backend that drops the write closes the
+    connection instead (mongo-java-server), and the count then finds 0.
+    pymongo logs in with the URI's credentials, if any."""
+    client = pymongo.MongoClient(direct_uri, maxPoolSize=1, serverSelectionTimeoutMS=10000)
     try:
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                return "drops"
-            data += chunk
-            # replies: a stray one to the moreToCome message may come first
-            while len(data) >= 16:
-                ln, _, rto = struct.unpack("<iii", data[:12])
-                if len(data) < ln:
-                    break
-                if rto == 2:
-                    return "runs"
-                data = data[ln:]
-    except socket.timeout:
-        return "drops"
+        coll = client[db]["probe"]
+        coll.with_options(write_concern=pymongo.WriteConcern(w=0)).insert_one({"p": 1})
+        try:
+            n = coll.count_documents({"p": 1})
+        except PyMongoError:
+            return "drops"
+        return "runs" if n == 1 else "drops"
     finally:
-        s.close()
+        client.close()
 
 
 def run(uri, db, path, bulk_runs, count_runs, behaviour):

@@ -117,7 +117,7 @@ static struct client *fake_client(uint64_t id)
 
 	c->id = id;
 	c->state = CL_JUSTFREE; /* answers are dropped by client_send */
-	TAILQ_INIT(&c->requests);
+	request_owner_init(&c->owner, id, &client_owner_ops);
 	return c;
 }
 
@@ -132,7 +132,7 @@ static void msg_of(struct wire_msg *m, const bson_t *body)
  * forwarded (caller frees), NULL when it was answered. */
 static bool admit(struct client *c, const char *cmd, bson_t *body, struct request **out)
 {
-	struct request *req = request_new(c, REQ_FORWARD);
+	struct request *req = client_request_new(c);
 	struct wire_msg m;
 	bool taken;
 
@@ -238,7 +238,7 @@ Test(cursor, replies_open_and_close)
 	bson_t *done = BCON_NEW("cursor", "{", "nextBatch", "[", "]", "id", BCON_INT64(0), "ns",
 				BCON_UTF8("db.$cmd.listIndexes"), "}", "ok", BCON_DOUBLE(1));
 	bson_t *killed = BCON_NEW("cursorsKilled", "[", BCON_INT64(9), "]", "ok", BCON_DOUBLE(1));
-	struct request *req = request_new(a, REQ_FORWARD);
+	struct request *req = client_request_new(a);
 	struct wire_msg m;
 
 	snprintf(req->cmd, sizeof(req->cmd), "listIndexes");
@@ -263,7 +263,7 @@ Test(cursor, replies_open_and_close)
 	request_free(req);
 	cr_assert_eq(cursor_open_count(), 0, "killed by its owner");
 
-	req = request_new(NULL, REQ_FORWARD); /* its client is gone */
+	req = client_request_new(NULL); /* its client is gone */
 	msg_of(&m, find_reply);
 	cr_assert(!cursor_on_reply(req, &m));
 	request_free(req);

@@ -18,6 +18,7 @@ static const struct {
 	int code;
 	const char *name;
 } mongod_codes[] = {
+    {1, "InternalError"},
     {2, "BadValue"},
     {6, "HostUnreachable"},
     {13, "Unauthorized"},

@@ -1,0 +1,372 @@
+/*
+ * client_msg.c — what one complete client message becomes: a request that
+ * is answered here (hello, ping, mongoplexStats, refusals), handed to the
+ * batcher or the pool, or an error reply when it never becomes a request.
+ *
+ *   client_handle_message ─▶ OP_MSG   ─▶ wire_parse_msg ─▶ router_classify
+ *                                          ├─ local ─▶ handle_local (REQ_LOCAL)
+ *                                          │    hello ─▶ now, or pool_wait_hello
+ *                                          └─ forward ─▶ cursor_admit ─▶ batcher | pool
+ *                            OP_QUERY ─▶ legacy handshake (OP_REPLY) or error
+ *                            other    ─▶ error reply
+ *
+ * Rules: the input side (reading, framing, limits) is proxy/client.c; this
+ * file never reads the socket and only answers through requests or
+ * client_send.
+ */
+#include "proxy/client_msg.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/errors.h"
+#include "core/xalloc.h"
+#include "pool/batch.h"
+#include "pool/pool.h"
+#include "pool/select.h"
+#include "proxy/admin.h"
+#include "proxy/awaithello.h"
+#include "proxy/cauth.h"
+#include "proxy/client.h"
+#include "proxy/client_compress.h"
+#include "proxy/cursor.h"
+#include "proxy/membound.h"
+#include "proxy/proxy.h"
+#include "proxy/router.h"
+#include "core/handshake.h"
+#include "core/stats.h"
+#include "core/wire.h"
+
+/* Reply built here, for a message that never became a queued request. */
+static void reply_doc(struct client *c, int32_t response_to, bool legacy, const bson_t *doc)
+{
+	struct evbuffer *out = xevbuffer_new();
+
+	if (legacy)
+		wire_append_op_reply(out, response_to, 0, doc);
+	else
+		wire_append_msg(out, wire_next_request_id(), response_to, 0, doc);
+	client_send(c, out);
+	evbuffer_free(out);
+}
+
+static void reply_error(struct client *c, int32_t response_to, bool legacy, int code,
+			const char *codename, const char *msg, const char *const *labels)
+{
+	bson_t doc;
+
+	STAT_INC(requests_errors);
+	wire_error_doc(&doc, code, codename, msg, labels);
+	reply_doc(c, response_to, legacy, &doc);
+	bson_destroy(&doc);
+}
+
+/* Answer a hello once backend_info is known (also called by the pool). */
+void client_answer_hello(struct request *req, const struct backend_info *bi)
+{
+	struct client *c = client_of(req);
+	bson_t reply;
+
+	if (c == NULL) {
+		request_done(req);
+		return;
+	}
+	if (handshake_client_reply(req->hello_cmd, req->cmd, bi, (int64_t)c->id, !c->hello_seen,
+				   &reply)) {
+		c->hello_seen = true;
+		ccomp_hello(c, req->hello_cmd, &reply);
+		cauth_extend_hello(c, req->hello_cmd, &reply);
+	} else {
+		STAT_INC(requests_errors);
+	}
+	request_reply_doc(req, &reply);
+	bson_destroy(&reply);
+}
+
+static void handle_hello(struct client *c, struct request *req, const bson_t *body, uint32_t flags)
+{
+	struct pool *p = pool_target();
+
+	req->hello_cmd = bson_copy(body);
+	if (awaithello_take(c, req, (flags & MSG_EXHAUST_ALLOWED) != 0))
+		return; /* awaitable: held, streamed or refused there */
+	if (p->info.known) {
+		client_answer_hello(req, &p->info);
+		return;
+	}
+	pool_wait_hello(req, client_answer_hello);
+}
+
+/* ping answered locally fails while no backend can serve requests. */
+static bool ping_healthy(struct request *req)
+{
+	char why[400], msg[500];
+
+	if (pool_healthy(why, sizeof(why)))
+		return true;
+	snprintf(msg, sizeof(msg), "mongoplex: %s", why);
+	request_fail(req, MP_ERR(HOST_UNREACHABLE), msg, NULL);
+	return false;
+}
+
+static void handle_local(struct client *c, const struct wire_msg *m, const struct route_info *ri,
+			 struct request *req)
+{
+	bson_t doc;
+
+	STAT_INC(requests_local);
+	if (ri->route != ROUTE_HELLO)
+		request_set_state(req, REQ_LOCAL, NULL);
+	switch (ri->route) {
+	case ROUTE_HELLO:
+		handle_hello(c, req, &m->body, m->flags);
+		return;
+	case ROUTE_PING:
+		if (!ping_healthy(req))
+			return;
+		bson_init(&doc);
+		BSON_APPEND_DOUBLE(&doc, "ok", 1.0);
+		request_reply_doc(req, &doc);
+		bson_destroy(&doc);
+		return;
+	case ROUTE_STATS:
+		admin_stats_reply(req);
+		return;
+	case ROUTE_AUTH:
+		cauth_command(c, req, &m->body);
+		return;
+	default:
+		request_fail(req, MP_ERR(COMMAND_NOT_FOUND), ri->refuse_msg, NULL);
+		return;
+	}
+}
+
+static void count_forward(const struct route_info *ri, bool more_to_come)
+{
+	STAT_INC(requests_forwarded);
+	if (more_to_come)
+		STAT_INC(more_to_come_writes);
+	if (ri->cursor_op)
+		STAT_INC(cursor_requests);
+	if (ri->in_txn)
+		STAT_INC(txn_requests);
+}
+
+/* A lookup may join a batch only when nothing orders or holds it back: the
+ * batcher neither follows unacknowledged writes (pool/sticky.h) nor knows
+ * client_may_dispatch. */
+static bool may_batch(struct client *c, const struct request *req)
+{
+	const struct request *r;
+
+	if (c->owner.sticky != NULL || !client_may_dispatch(c))
+		return false;
+	TAILQ_FOREACH(r, &c->owner.requests, client_link)
+		if (r != req && r->more_to_come)
+			return false;
+	return true;
+}
+
+/* Build the request that forwards this message and hand it on. */
+static void forward(struct client *c, struct evbuffer *buf, uint8_t *data, size_t len,
+		    const struct wire_msg *m, const struct route_info *ri, struct request *req)
+{
+	size_t newlen;
+
+	if (ri->cursor_op && cursor_admit(req, m))
+		return; /* not this client's cursor: answered by proxy/cursor.c */
+	newlen = wire_msg_prepare_forward(data, len);
+	count_forward(ri, req->more_to_come);
+	req->retryable_write = ri->retryable_write;
+	if (newlen != len) { /* checksum stripped: keep the first newlen bytes */
+		req->msg = xevbuffer_new();
+		evbuffer_add(req->msg, data, newlen);
+	} else {
+		req->msg = xevbuffer_new();
+		evbuffer_add_buffer(req->msg, buf);
+	}
+	req->held_bytes = evbuffer_get_length(req->msg);
+	c->req_bytes += req->held_bytes;
+	membound_add((int64_t)req->held_bytes);
+	select_note(req, &m->body, ri->in_txn); /* replica sets: read preference, pin */
+	if (ri->is_find && !ri->in_txn && g.cfg.batching && may_batch(c, req) &&
+	    req->read_pref == NULL /* merged lookups all go to the primary */ &&
+	    batch_try_submit(req, &m->body))
+		return;
+	pool_submit(req);
+}
+
+static void handle_op_msg(struct client *c, struct evbuffer *buf, uint8_t *data, size_t len)
+{
+	struct wire_msg m;
+	struct wire_error err;
+	struct route_info ri;
+	struct request *req;
+
+	if (!wire_parse_msg(data, len, &m, &err)) {
+		STAT_INC(bad_messages);
+		client_info(c, "bad OP_MSG: %s", err.msg);
+		/* Under 20 bytes there is no flagBits word to read (the bytes past
+		 * len are stale buffer memory): the flags are unknown, so answer. */
+		if (len < WIRE_HEADER_LEN + 4 ||
+		    !(wire_read_i32(data + WIRE_HEADER_LEN) & MSG_MORE_TO_COME))
+			reply_error(c, wire_read_i32(data + 4), false, err.code, err.codename,
+				    err.msg, NULL);
+		return;
+	}
+	req = client_request_new(c);
+	req->client_request_id = m.h.request_id;
+	req->more_to_come = (m.flags & MSG_MORE_TO_COME) != 0;
+	if (!router_classify(&m.body, &ri)) {
+		request_fail(req, MP_ERR(LOCATION_40571), ri.refuse_msg, NULL);
+		return;
+	}
+	_Static_assert(sizeof(req->cmd) == sizeof(ri.cmd), "cmd buffers differ");
+	memcpy(req->cmd, ri.cmd, sizeof(req->cmd)); /* NUL-terminated by router_classify */
+	if (g.shutting_down && ri.route != ROUTE_HELLO) {
+		STAT_INC(refused_shutdown);
+		request_fail(req, MP_ERR(SHUTDOWN_IN_PROGRESS), "mongoplex is shutting down",
+			     MP_ERR_LABELS(SHUTDOWN_IN_PROGRESS));
+		return;
+	}
+	if (!cauth_admit(c, req, &m.body, &ri))
+		return; /* answered by client authentication (proxy/cauth.c) */
+	if (ri.route != ROUTE_FORWARD) {
+		handle_local(c, &m, &ri, req);
+		return;
+	}
+	forward(c, buf, data, len, &m, &ri, req);
+}
+
+static bool is_handshake_cmd(const char *name)
+{
+	return strcmp(name, "hello") == 0 || strcasecmp(name, "isMaster") == 0;
+}
+
+/* Legacy OP_QUERY: only the handshake is served, answered with OP_REPLY. */
+static void handle_op_query(struct client *c, uint8_t *data, size_t len)
+{
+	struct wire_query q;
+	struct wire_error err;
+	struct request *req;
+	bson_iter_t it;
+	const char *dot;
+
+	if (!wire_parse_query(data, len, &q, &err)) {
+		STAT_INC(bad_messages);
+		client_info(c, "bad OP_QUERY: %s", err.msg);
+		reply_error(c, wire_read_i32(data + 4), true, err.code, err.codename, err.msg,
+			    NULL);
+		return;
+	}
+	dot = strchr(q.collection, '.');
+	if (!bson_iter_init(&it, &q.query) || !bson_iter_next(&it) || dot == NULL ||
+	    strcmp(dot, ".$cmd") != 0 || !is_handshake_cmd(bson_iter_key(&it))) {
+		STAT_INC(bad_messages);
+		client_info(c, "refused legacy OP_QUERY on %s", q.collection);
+		reply_error(
+		    c, q.h.request_id, true, MP_ERR(UNSUPPORTED_OP_QUERY_COMMAND),
+		    "mongoplex: OP_QUERY is only supported for the hello/isMaster handshake; "
+		    "use OP_MSG",
+		    NULL);
+		return;
+	}
+	STAT_INC(requests_local);
+	req = client_request_new(c);
+	req->client_request_id = q.h.request_id;
+	req->legacy_reply = true;
+	snprintf(req->cmd, sizeof(req->cmd), "%s", bson_iter_key(&it));
+	handle_hello(c, req, &q.query, 0);
+}
+
+/* OP_COMPRESSED: unwrapped (proxy/client_compress.c) and handled as what it
+ * holds; a message that cannot be unwrapped gets an error and closes the
+ * connection (its framing is intact, its content is not). */
+static void handle_compressed(struct client *c, const uint8_t *data, size_t len)
+{
+	struct evbuffer *plain = xevbuffer_new();
+	struct wire_error err;
+	uint8_t *p;
+	int32_t opcode;
+
+	if (!ccomp_unwrap(c, data, len, plain, &err)) {
+		STAT_INC(bad_messages);
+		STAT_INC(clients_closed_error);
+		client_info(c, "bad OP_COMPRESSED: %s; closing after the error reply", err.msg);
+		reply_error(c, wire_read_i32(data + 4), false, err.code, err.codename, err.msg,
+			    NULL);
+		c->closing = true;
+		evbuffer_free(plain);
+		return;
+	}
+	len = evbuffer_get_length(plain);
+	p = evbuffer_pullup(plain, -1);
+	opcode = wire_read_i32(p + 12);
+	if (opcode == OP_MSG) {
+		handle_op_msg(c, plain, p, len);
+	} else if (opcode == OP_QUERY) {
+		handle_op_query(c, p, len);
+	} else {
+		STAT_INC(bad_messages);
+		client_info(c, "refused OP_COMPRESSED holding opcode %d", opcode);
+		reply_error(c, wire_read_i32(p + 4), false, MP_ERR(BAD_VALUE),
+			    "mongoplex: OP_COMPRESSED may hold OP_MSG or OP_QUERY only", NULL);
+	}
+	c->msg_compressor = -1;
+	evbuffer_free(plain);
+}
+
+void client_handle_message(struct client *c, struct evbuffer *buf, size_t len)
+{
+	uint8_t *data = evbuffer_pullup(buf, (ssize_t)len);
+	int32_t opcode = wire_read_i32(data + 12);
+	char msg[128];
+
+	STAT_INC(requests_total);
+	if (c->over_limit) {
+		snprintf(msg, sizeof(msg),
+			 "mongoplex: too many client connections (max_client_conn = %" PRId64 ")",
+			 g.cfg.max_client_conn);
+		reply_error(c, wire_read_i32(data + 4), opcode == OP_QUERY,
+			    MP_ERR(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED), msg,
+			    MP_ERR_LABELS(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED));
+		c->closing = true;
+		return;
+	}
+	switch (opcode) {
+	case OP_MSG:
+		handle_op_msg(c, buf, data, len);
+		break;
+	case OP_QUERY:
+		handle_op_query(c, data, len);
+		break;
+	case OP_COMPRESSED:
+		handle_compressed(c, data, len);
+		break;
+	default:
+		STAT_INC(bad_messages);
+		client_info(c, "refused %s (opcode %d)", wire_opcode_name(opcode), opcode);
+		snprintf(msg, sizeof(msg), "mongoplex: unsupported opcode %d (%s); use OP_MSG",
+			 opcode, wire_opcode_name(opcode));
+		reply_error(c, wire_read_i32(data + 4), false, MP_ERR(BAD_VALUE), msg, NULL);
+		break;
+	}
+}
+
+/* Framing is lost: say why (as a reply, if the client can read one) and close. */
+void client_framing_lost(struct client *c, int32_t len, const uint8_t *hdr, size_t avail)
+{
+	char msg[160];
+
+	STAT_INC(bad_messages);
+	STAT_INC(clients_closed_error);
+	snprintf(msg, sizeof(msg), "mongoplex: invalid messageLength %d (must be 16..%d)", len,
+		 WIRE_MAX_MESSAGE);
+	if (avail >= WIRE_HEADER_LEN)
+		reply_error(c, wire_read_i32(hdr + 4), false, MP_ERR(BSON_OBJECT_TOO_LARGE), msg,
+			    NULL);
+	client_info(c, "%s; closing after the error reply", msg);
+	c->closing = true;
+	evbuffer_drain(c->sb.in, avail);
+}

@@ -1,0 +1,125 @@
+/*
+ * client_ops.c — the callbacks a client installs on its requests and on
+ * itself as their owner (core/request.h): how a backend reply, an error or
+ * a departure reaches the client, without the lower layers knowing clients.
+ *
+ *   server reply ─▶ client_req_reply: cursor table note, responseTo rewritten,
+ *                   checksum dropped ─▶ request_reply_raw ─▶ owner send ─▶ client_send
+ *   sent to a backend / freed ─▶ its message bytes leave the memory bound
+ *
+ * Rules: requests of a client (and the proxy's own killCursors, which have
+ * no owner) run `client_request_ops`; the batcher swaps in its own while a
+ * lookup is a member of a batch and puts these back when it leaves.
+ */
+#include "proxy/client.h"
+
+#include <stddef.h>
+
+#include "pool/server.h"
+#include "proxy/client_compress.h"
+#include "proxy/cursor.h"
+#include "proxy/membound.h"
+#include "core/wire.h"
+#include "core/xalloc.h"
+
+struct client *client_of(const struct request *req)
+{
+	if (req->owner == NULL)
+		return NULL;
+	return (struct client *)((char *)req->owner - offsetof(struct client, owner));
+}
+
+static struct client *owner_client(const struct request_owner *o)
+{
+	return (struct client *)((char *)o - offsetof(struct client, owner));
+}
+
+static bool owner_may_dispatch(const struct request_owner *o)
+{
+	return client_may_dispatch(owner_client(o));
+}
+
+static void owner_send(struct request_owner *o, struct request *req, struct evbuffer *msg)
+{
+	struct client *c = owner_client(o);
+
+	ccomp_reply(c, req, msg); /* OP_COMPRESSED when the client negotiated it */
+	client_send(c, msg);
+}
+
+static void owner_finished(struct request_owner *o)
+{
+	client_request_finished(owner_client(o));
+}
+
+const struct request_owner_ops client_owner_ops = {
+    .may_dispatch = owner_may_dispatch,
+    .send = owner_send,
+    .finished = owner_finished,
+};
+
+/* Its message is handed to a backend (or dropped): stop counting its bytes. */
+static void release_held(struct request *req)
+{
+	struct client *c = client_of(req);
+
+	if (req->held_bytes == 0)
+		return;
+	if (c != NULL)
+		c->req_bytes -= req->held_bytes;
+	membound_add(-(int64_t)req->held_bytes);
+	req->held_bytes = 0;
+}
+
+/* Hand a complete backend reply to the client and finish the exchange. */
+static void reply(struct server *s, struct request *req, struct evbuffer *buf, uint8_t *data,
+		  size_t len, const struct wire_msg *m)
+{
+	if (req->internal_reply != NULL) { /* the proxy's own request (auth_query) */
+		request_internal_reply(req, &m->body);
+		server_release(s);
+		return;
+	}
+	if (cursor_on_reply(req, m)) { /* cursor table; true: it answered the client */
+		server_release(s);
+		return;
+	}
+	wire_write_i32(data + 8, req->client_request_id);
+	if (m->flags & MSG_CHECKSUM_PRESENT) {
+		struct evbuffer *copy = xevbuffer_new();
+
+		wire_msg_prepare_forward(data, len);
+		evbuffer_add(copy, data, len - 4);
+		request_reply_raw(req, copy);
+		evbuffer_free(copy);
+	} else {
+		request_reply_raw(req, buf);
+	}
+	server_release(s);
+}
+
+static void release(struct request *req)
+{
+	release_held(req);
+	cursor_note_free(req->cursor);
+	req->cursor = NULL;
+}
+
+const struct request_ops client_request_ops = {
+    .name = "client",
+    .start = release_held,
+    .reply = reply,
+    .error = request_fail,
+    .network_error = request_fail_network,
+    .abandon = request_abandon_default,
+    .release = release,
+};
+
+struct request *client_request_new(struct client *c)
+{
+	struct request *req = request_new(c != NULL ? &c->owner : NULL, &client_request_ops);
+
+	if (c != NULL)
+		req->reply_compressor = c->msg_compressor;
+	return req;
+}
