@@ -86,6 +86,8 @@ cleanup() {
     "$ROOT/scripts/backend.sh" stop "$BACKEND_DIR" || true
   fi
   for i in "${NETNS_NAMES[@]}"; do
+    # whatever still runs in a namespace made here was started here
+    for pid in $(ip netns pids "$i" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
     ip netns delete "$i" 2>/dev/null || log "could not delete network namespace $i"
   done
 }
@@ -203,6 +205,15 @@ placement_split() {
   log "placement split: backend on CPU $BACKEND_CPU, clients and proxies on CPU $CLIENT_CPUS"
 }
 
+# Why tc netem may be missing: the kernel's configuration, when it says.
+netem_reason() {
+  if [[ -r /proc/config.gz ]] && zcat /proc/config.gz | grep -q '^# CONFIG_NET_SCH_NETEM is not set'; then
+    echo "this kernel ($(uname -r)) is built without it (CONFIG_NET_SCH_NETEM is not set)"
+  else
+    echo "is the sch_netem module available?"
+  fi
+}
+
 # Runs "$@" inside network namespace $1 (ip netns exec execs, so $! is the command).
 in_ns() { local ns="$1"; shift; ip netns exec "$ns" "$@"; }
 
@@ -232,12 +243,13 @@ placement_netns() {
   if (( half > 0 )); then
     tc -n "$nsb" qdisc add dev "$vb" root netem delay "${half}us" limit 100000 &&
       tc -n "$nsc" qdisc add dev "$vc" root netem delay "${half}us" limit 100000 ||
-      die "PLACEMENT=netns: tc netem failed (is the sch_netem module available?)"
+      die "PLACEMENT=netns: tc netem failed: $(netem_reason) (RTT_US=0 runs without the delay)"
   fi
   log "placement netns: backend in $nsb (198.18.0.1), clients and proxies in $nsc (198.18.0.2), RTT ${RTT_US} us"
   mkdir -p "$OUT/backend"
+  # a simple command (not a function) so that $! is the server itself
   # shellcheck disable=SC2086
-  in_ns "$nsb" java ${MONGOPLEX_JAVA_OPTS:-} -jar "$jar" --host 198.18.0.1 --port 0 \
+  ip netns exec "$nsb" java ${MONGOPLEX_JAVA_OPTS:-} -jar "$jar" --host 198.18.0.1 --port 0 \
     </dev/null >"$OUT/backend/log" 2>&1 &
   local bpid=$!
   PIDS+=("$bpid")
@@ -248,9 +260,9 @@ placement_netns() {
     sleep 0.1
   done
   [[ -n "$port" ]] || die "PLACEMENT=netns: the backend did not report READY in 60 s"
-  in_ns "$nsc" ping -c 3 -i 0.2 198.18.0.1 >"$OUT/netns-ping.txt" 2>&1 ||
-    log "ping across the veth pair failed (see $OUT/netns-ping.txt); trying anyway"
-  in_ns "$nsc" env NETNS_BACKEND_PID="$bpid" BACKEND_URI="mongodb://198.18.0.1:$port/" \
+  in_ns "$nsc" bash -c "exec 3<>/dev/tcp/198.18.0.1/$port" ||
+    die "PLACEMENT=netns: the backend at 198.18.0.1:$port is not reachable from $nsc"
+  ip netns exec "$nsc" env NETNS_BACKEND_PID="$bpid" BACKEND_URI="mongodb://198.18.0.1:$port/" \
     OUT="$OUT" PLACEMENT=netns RTT_US="$RTT_US" "$ROOT/bench/run.sh" &
   local inner=$!
   PIDS+=("$inner")
