@@ -37,6 +37,7 @@ PIDS=()          # processes started here, stopped by pid on exit
 BACKEND_DIR=""
 FAILED=0
 NOFILE_REASON=""
+NEXT_ADDR=2      # first unused 127.0.0.x source address
 
 log() { echo "idle_clients.sh: $*" >&2; }
 die() { log "$*"; exit 2; }
@@ -119,9 +120,11 @@ one_count() {
   qps0="$(active_qps "active-only-$n")"
   before="$(rss "$MP_PID")"
   log "$n idle: opening the connections"
-  python3 "$ROOT/bench/idle_holder.py" "$MP_PORT" "$n" "$PER_ADDR" >"$OUT/holder-$n.out" 2>"$OUT/holder-$n.log" &
+  # fresh source addresses per count: the last count's ports linger in TIME_WAIT
+  python3 "$ROOT/bench/idle_holder.py" "$MP_PORT" "$n" "$PER_ADDR" "$NEXT_ADDR" >"$OUT/holder-$n.out" 2>"$OUT/holder-$n.log" &
   holder=$!
   PIDS+=("$holder")
+  NEXT_ADDR=$(( NEXT_ADDR + (n + PER_ADDR - 1) / PER_ADDR ))
   ready=""
   while kill -0 "$holder" 2>/dev/null; do
     ready="$(grep -E '^(READY|FAILED)' "$OUT/holder-$n.out" || true)"

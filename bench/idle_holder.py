@@ -2,9 +2,9 @@
 """bench/idle_holder.py: holds N idle client connections open to a proxy.
 
 Used by bench/idle_clients.sh (issue 15 item 6). Each connection is bound
-to a source address 127.0.0.x (PER_ADDR connections per address, so the
-ephemeral ports of one address are never exhausted), connects, sends one
-OP_MSG hello (what every driver does first) and reads the reply, so the
+to a source address 127.0.0.x, x from FIRST_ADDR on (PER_ADDR connections
+per address, so the ephemeral ports of one address are never exhausted),
+connects, sends one OP_MSG hello (what every driver does first) and reads the reply, so the
 proxy holds a real handshaken client; then it stays idle. Prints
 "READY <n>" on stdout when all are open (or "FAILED <n> <reason>" and exits
 1), then sleeps until it is killed.
@@ -44,9 +44,13 @@ def read_reply(sock):
 
 
 def main():
-    if len(sys.argv) != 4:
-        sys.exit("usage: idle_holder.py PORT N PER_ADDR")
+    if len(sys.argv) != 5:
+        sys.exit("usage: idle_holder.py PORT N PER_ADDR FIRST_ADDR")
     port, count, per_addr = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    first = int(sys.argv[4])
+    if first + (count - 1) // per_addr > 254:
+        print("FAILED 0 not enough 127.0.0.x addresses", flush=True)
+        sys.exit(1)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < count + 100:
         print("FAILED 0 RLIMIT_NOFILE %d < %d" % (soft, count + 100), flush=True)
@@ -56,7 +60,7 @@ def main():
     t0 = time.monotonic()
     try:
         for i in range(count):
-            src = "127.0.0.%d" % (2 + i // per_addr)
+            src = "127.0.0.%d" % (first + i // per_addr)
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.settimeout(30)
             s.bind((src, 0))
