@@ -14,7 +14,7 @@
 # Settings: IDLE [10000] (comma list, e.g. 10000,100000)  ACTIVE [100]
 #   QUERIES [300] per active thread  DOCS [20000]  REPEAT [3] runs per phase
 #   WARMUP [1000] untimed queries before each phase
-#   PER_ADDR [20000]  BUILD_DIR [build] (binaries as they are, not built)
+#   PER_ADDR [10000]  BUILD_DIR [build] (binaries as they are, not built)
 #   MONGOPLEX_BIN [$BUILD_DIR/mongoplex]  OUT [bench/out/idle-<timestamp>]
 # Output: OUT/report.txt (a markdown table), logs beside it. Exit 1 when a
 # step failed (its reason in the table and on stderr), 2 when it could not start.
@@ -27,7 +27,7 @@ QUERIES="${QUERIES:-300}"
 DOCS="${DOCS:-20000}"
 REPEAT="${REPEAT:-3}"
 WARMUP="${WARMUP:-1000}"
-PER_ADDR="${PER_ADDR:-20000}"
+PER_ADDR="${PER_ADDR:-10000}"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 MONGOPLEX_BIN="${MONGOPLEX_BIN:-$BUILD_DIR/mongoplex}"
 BENCH="$BUILD_DIR/bench/mongoplex-bench"
