@@ -19,6 +19,12 @@
 #   BATCH_MAX_IDS [100]   (see docs/benchmark-results.md for why these two)
 #   HAPROXY [on|off]  HAPROXY_THREADS [1]
 #   MONGOBETWEEN [auto|off|/path/to/binary]  MONGOBETWEEN_POOL_SIZE [16]
+#   UNIX [on|off]                   the mongoplex-unix path (clients over its unix socket)
+#   PLACEMENT [shared|split|netns]  where the backend runs (see README.md):
+#     split: backend pinned to BACKEND_CPU [0], everything else to CLIENT_CPUS [1]
+#     netns: backend in its own network namespace behind a veth pair with
+#            RTT_US [200] of round-trip time (tc netem, half each way),
+#            clients and proxies in a second namespace; both made and removed here
 # Exit status: that of mongoplex-bench run (1 = some queries failed), or 2
 # when the run could not be set up.
 set -euo pipefail
@@ -45,6 +51,15 @@ HAPROXY_THREADS="${HAPROXY_THREADS:-1}"
 MONGOBETWEEN="${MONGOBETWEEN:-auto}"
 MONGOBETWEEN_POOL_SIZE="${MONGOBETWEEN_POOL_SIZE:-16}"
 MONGOBETWEEN_MODULE="github.com/coinbase/mongobetween"
+UNIX="${UNIX:-on}"
+PLACEMENT="${PLACEMENT:-shared}"
+BACKEND_CPU="${BACKEND_CPU:-0}"
+CLIENT_CPUS="${CLIENT_CPUS:-1}"
+RTT_US="${RTT_US:-200}"
+# Set by the netns placement for its inner run (inside the clients' namespace):
+# the pid of the backend it started in the other namespace.
+NETNS_BACKEND_PID="${NETNS_BACKEND_PID:-}"
+NETNS_NAMES=()   # network namespaces this script created (removed on exit)
 
 PIDS=()          # processes this script started (stopped by pid on exit)
 PATHS=()         # --path NAME=URI arguments for mongoplex-bench
@@ -70,6 +85,11 @@ cleanup() {
   if [[ -n "$BACKEND_DIR" ]]; then
     "$ROOT/scripts/backend.sh" stop "$BACKEND_DIR" || true
   fi
+  for i in "${NETNS_NAMES[@]}"; do
+    # whatever still runs in a namespace made here was started here
+    for pid in $(ip netns pids "$i" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
+    ip netns delete "$i" 2>/dev/null || log "could not delete network namespace $i"
+  done
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -154,7 +174,9 @@ start_backend() {
   [[ -x "$ROOT/scripts/backend.sh" ]] || die "scripts/backend.sh not found; set BACKEND_URI=mongodb://..."
   BACKEND_DIR="$OUT/backend"
   log "starting the $BACKEND backend (scripts/backend.sh start $BACKEND)"
-  "$ROOT/scripts/backend.sh" start "$BACKEND" "$BACKEND_DIR" >/dev/null ||
+  local pin=()
+  [[ "$PLACEMENT" != split ]] || pin=(taskset -c "$BACKEND_CPU")
+  "${pin[@]}" "$ROOT/scripts/backend.sh" start "$BACKEND" "$BACKEND_DIR" >/dev/null ||
     die "backend did not start; see $BACKEND_DIR/log"
   URI="$(cat "$BACKEND_DIR/uri")"
 }
@@ -164,9 +186,88 @@ backend_procs() {
   local hp
   if [[ -n "$BACKEND_DIR" && -f "$BACKEND_DIR/pid" ]]; then
     PROCS+=(--backend-pid "$(cat "$BACKEND_DIR/pid")")
+  elif [[ -n "$NETNS_BACKEND_PID" ]]; then
+    PROCS+=(--backend-pid "$NETNS_BACKEND_PID")
   fi
   hp="$(uri_hostport "$URI")"
   [[ -z "$hp" || "${hp##*:}" == "$hp" ]] || PROCS+=(--backend-port "${hp##*:}")
+}
+
+# ------------------------------------------------------------ placement
+
+# PLACEMENT=split: this script (so every client, proxy and relay it starts)
+# on CLIENT_CPUS; start_backend puts the backend on BACKEND_CPU.
+placement_split() {
+  command -v taskset >/dev/null || die "PLACEMENT=split: taskset is not installed (util-linux)"
+  (( $(nproc --all) >= 2 )) || die "PLACEMENT=split needs 2 CPUs, this machine has $(nproc --all)"
+  taskset -p -c "$CLIENT_CPUS" $$ >/dev/null || die "PLACEMENT=split: taskset -p -c $CLIENT_CPUS failed"
+  [[ -z "$BACKEND_URI" ]] || log "PLACEMENT=split with BACKEND_URI: only the clients and proxies are pinned"
+  log "placement split: backend on CPU $BACKEND_CPU, clients and proxies on CPU $CLIENT_CPUS"
+}
+
+# Why tc netem may be missing: the kernel's configuration, when it says.
+netem_reason() {
+  if [[ -r /proc/config.gz ]] && zcat /proc/config.gz | grep -q '^# CONFIG_NET_SCH_NETEM is not set'; then
+    echo "this kernel ($(uname -r)) is built without it (CONFIG_NET_SCH_NETEM is not set)"
+  else
+    echo "is the sch_netem module available?"
+  fi
+}
+
+# Runs "$@" inside network namespace $1 (ip netns exec execs, so $! is the command).
+in_ns() { local ns="$1"; shift; ip netns exec "$ns" "$@"; }
+
+# PLACEMENT=netns: makes two namespaces joined by a veth pair with netem
+# delay RTT_US/2 on each end (198.18.0.1 backend, 198.18.0.2 clients, from
+# the benchmarking range 198.18.0.0/15), starts the Java backend in the
+# first, then reruns this script inside the second with the backend given
+# (NETNS_BACKEND_PID, BACKEND_URI). Everything is removed on exit.
+placement_netns() {
+  local nsb="mpbench-b-$$" nsc="mpbench-c-$$" vb="mpb${$}b" vc="mpb${$}c" half=$((RTT_US / 2))
+  local jar="$CACHE/mongoplex-testserver.jar" port="" i rc=0
+  command -v ip >/dev/null || die "PLACEMENT=netns: ip (iproute2) is not installed"
+  command -v tc >/dev/null || die "PLACEMENT=netns: tc (iproute2) is not installed"
+  [[ -z "$BACKEND_URI" ]] || die "PLACEMENT=netns starts its own backend; unset BACKEND_URI"
+  [[ "$BACKEND" == java ]] || die "PLACEMENT=netns supports BACKEND=java only"
+  [[ -f "$jar" ]] || die "PLACEMENT=netns: no $jar (run scripts/backend.sh start java DIR once)"
+  ip netns add "$nsb" || die "PLACEMENT=netns: ip netns add failed (root and CAP_SYS_ADMIN needed)"
+  NETNS_NAMES+=("$nsb")
+  ip netns add "$nsc" || die "PLACEMENT=netns: ip netns add $nsc failed"
+  NETNS_NAMES+=("$nsc")
+  ip link add "$vb" netns "$nsb" type veth peer name "$vc" netns "$nsc" ||
+    die "PLACEMENT=netns: could not create the veth pair"
+  ip -n "$nsb" addr add 198.18.0.1/30 dev "$vb" && ip -n "$nsc" addr add 198.18.0.2/30 dev "$vc" &&
+    ip -n "$nsb" link set lo up && ip -n "$nsc" link set lo up &&
+    ip -n "$nsb" link set "$vb" up && ip -n "$nsc" link set "$vc" up ||
+    die "PLACEMENT=netns: could not configure the veth pair"
+  if (( half > 0 )); then
+    tc -n "$nsb" qdisc add dev "$vb" root netem delay "${half}us" limit 100000 &&
+      tc -n "$nsc" qdisc add dev "$vc" root netem delay "${half}us" limit 100000 ||
+      die "PLACEMENT=netns: tc netem failed: $(netem_reason) (RTT_US=0 runs without the delay)"
+  fi
+  log "placement netns: backend in $nsb (198.18.0.1), clients and proxies in $nsc (198.18.0.2), RTT ${RTT_US} us"
+  mkdir -p "$OUT/backend"
+  # a simple command (not a function) so that $! is the server itself
+  # shellcheck disable=SC2086
+  ip netns exec "$nsb" java ${MONGOPLEX_JAVA_OPTS:-} -jar "$jar" --host 198.18.0.1 --port 0 \
+    </dev/null >"$OUT/backend/log" 2>&1 &
+  local bpid=$!
+  PIDS+=("$bpid")
+  for i in $(seq 1 600); do
+    port="$(sed -n 's/^READY [^ ]*:\([0-9][0-9]*\)$/\1/p' "$OUT/backend/log")"
+    [[ -z "$port" ]] || break
+    kill -0 "$bpid" 2>/dev/null || die "PLACEMENT=netns: the backend died; see $OUT/backend/log"
+    sleep 0.1
+  done
+  [[ -n "$port" ]] || die "PLACEMENT=netns: the backend did not report READY in 60 s"
+  in_ns "$nsc" bash -c "exec 3<>/dev/tcp/198.18.0.1/$port" ||
+    die "PLACEMENT=netns: the backend at 198.18.0.1:$port is not reachable from $nsc"
+  ip netns exec "$nsc" env NETNS_BACKEND_PID="$bpid" BACKEND_URI="mongodb://198.18.0.1:$port/" \
+    OUT="$OUT" PLACEMENT=netns RTT_US="$RTT_US" "$ROOT/bench/run.sh" &
+  local inner=$!
+  PIDS+=("$inner")
+  wait "$inner" || rc=$?
+  return "$rc"
 }
 
 # ------------------------------------------------------------ paths
@@ -202,9 +303,10 @@ EOF
   fi
 }
 
-# One mongoplex instance, NAME with batching on|off.
+# One mongoplex instance, NAME with batching on|off; with a third argument,
+# a socket path, it also listens there and serves the path NAME-unix.
 start_mongoplex() {
-  local name="$1" batching="$2" port cfg="$OUT/$1.ini"
+  local name="$1" batching="$2" sock="${3:-}" port cfg="$OUT/$1.ini"
   port="$(free_port)"
   cat >"$cfg" <<EOF
 ; generated by bench/run.sh
@@ -217,10 +319,19 @@ batching = $batching
 batch_max_ids = $BATCH_MAX_IDS
 log_level = warning
 EOF
+  [[ -z "$sock" ]] || echo "unix_socket = $sock" >>"$cfg"
   start_bg "$OUT/$name.log" "$MONGOPLEX_BIN" -c "$cfg"
   if wait_port "$port" "$STARTED_PID" 20; then
     PATHS+=(--path "$name=mongodb://127.0.0.1:$port/")
     PROCS+=(--proc "$name=$STARTED_PID")
+    if [[ -n "$sock" && -S "$sock" ]]; then
+      # libmongoc takes a socket path as the host, %-encoded; the same
+      # process serves both paths (its /proc figures are taken per run).
+      PATHS+=(--path "$name-unix=mongodb://${sock//\//%2F}/")
+      PROCS+=(--proc "$name-unix=$STARTED_PID")
+    elif [[ -n "$sock" ]]; then
+      skip "$name-unix" "mongoplex did not create its unix socket $sock; see $OUT/$name.log"
+    fi
   else
     skip "$name" "mongoplex did not start listening; last log lines: $(tail -n 3 "$OUT/$name.log" | tr '\n' ' ')"
   fi
@@ -232,7 +343,15 @@ start_mongoplexes() {
     skip mongoplex-batch "no binary at $MONGOPLEX_BIN"
     return 0
   fi
-  start_mongoplex mongoplex off
+  local sock=""
+  if [[ "$UNIX" != on ]]; then
+    skip mongoplex-unix "UNIX=$UNIX"
+  else
+    sock="$OUT/mongoplex.sock"
+    # sun_path holds 107 bytes: fall back to a private directory under /tmp.
+    (( ${#sock} < 100 )) || sock="$(mktemp -d /tmp/mpbench.XXXXXX)/mongoplex.sock"
+  fi
+  start_mongoplex mongoplex off "$sock"
   start_mongoplex mongoplex-batch on
 }
 
@@ -285,11 +404,16 @@ write_env() {
   {
     echo "date: $(date -Is)"
     echo "git: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo none)"
-    echo "host: $(uname -srm), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB"
+    echo "host: $(uname -srm), $(nproc --all) cores ($(nproc) usable here), $(free -g | awk '/Mem:/{print $2}') GiB"
     echo "settings: DOCS=$DOCS QUERIES=$QUERIES THREADS=$THREADS IDS=$IDS REPEAT=$REPEAT" \
          "WARMUP=$WARMUP POOL_MODE=$POOL_MODE BACKEND=${BACKEND_URI:+uri}${BACKEND_URI:-$BACKEND}" \
          "MONGOPLEX_POOL_SIZE=$MONGOPLEX_POOL_SIZE BATCH_MAX_IDS=$BATCH_MAX_IDS" \
          "HAPROXY_THREADS=$HAPROXY_THREADS MONGOBETWEEN_POOL_SIZE=$MONGOBETWEEN_POOL_SIZE"
+    case "$PLACEMENT" in
+      split) echo "placement: split (backend on CPU $BACKEND_CPU, clients and proxies on CPU $CLIENT_CPUS)" ;;
+      netns) echo "placement: netns (backend 198.18.0.1 in its own namespace, RTT_US=$RTT_US)" ;;
+      *) echo "placement: shared (everything on every CPU)" ;;
+    esac
     echo "haproxy: $(haproxy -v 2>/dev/null | head -n 1 || echo none)"
     local s
     for s in "${SKIPPED[@]}"; do echo "skipped $s"; done
@@ -320,6 +444,17 @@ main() {
   OUT="$(cd "$OUT" && pwd)"
   log "output in $OUT"
   local t0=$SECONDS rc=0
+  case "$PLACEMENT" in
+    shared) ;;
+    split) placement_split ;;
+    netns) if [[ -z "$NETNS_BACKEND_PID" ]]; then
+             build_all  # outside the namespaces, once
+             placement_netns || rc=$?
+             return "$rc"
+           fi
+           BUILD=0 ;;
+    *) die "PLACEMENT=$PLACEMENT: want shared, split or netns" ;;
+  esac
   build_all
   [[ -x "$BENCH" ]] || die "no mongoplex-bench binary at $BENCH"
   start_backend
