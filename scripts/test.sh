@@ -3,7 +3,9 @@
 # backends, runs the whole suite with ctest.
 #
 #   scripts/test.sh            Debug build, against mongo-java-server, then the
-#                              integration suite again against FerretDB
+#                              integration suite again against FerretDB with
+#                              authentication on (the proxy logs in with
+#                              SCRAM-SHA-256)
 #   scripts/test.sh --asan     the same under AddressSanitizer + UBSan
 #
 # Nothing is skipped silently: the FerretDB pass not running (FerretDB did not
@@ -69,10 +71,13 @@ rc=0
 
 if [ "$ferret" = 1 ]; then
   if ferr="$(scripts/backend.sh build ferretdb 2>&1)" &&
-     uri="$(scripts/backend.sh start ferretdb "$work/ferretdb" 2>"$work/ferretdb-start.err")"; then
-    MONGOPLEX_TEST_URI="$uri"
+     uri="$(scripts/backend.sh start ferretdb-auth "$work/ferretdb" 2>"$work/ferretdb-start.err")"; then
+    # FerretDB with authentication on: the proxy logs in to it with
+    # SCRAM-SHA-256 (backend_uri's credentials), the tests' direct
+    # connections too (issue 11: the suite passes unchanged with auth on).
+    MONGOPLEX_TEST_URI="${uri}?authSource=admin&authMechanism=SCRAM-SHA-256"
     export MONGOPLEX_TEST_URI MONGOPLEX_TEST_BACKEND=ferretdb
-    echo "== integration suite against FerretDB at $MONGOPLEX_TEST_URI"
+    echo "== integration suite against FerretDB (SCRAM-SHA-256) at ${MONGOPLEX_TEST_URI/:mongoplex-pw@/:***@}"
     (cd "$builddir" && ctest --output-on-failure -R '^integration$') || rc=$?
     ferret_note="ran"
   else
