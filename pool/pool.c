@@ -24,6 +24,7 @@
 #include "pool/auth.h"
 #include "pool/backend_compress.h"
 #include "pool/backend_tls.h"
+#include "pool/pool_int.h"
 #include "pool/select.h"
 #include "pool/sticky.h"
 #include "core/topover.h"
@@ -91,7 +92,7 @@ static bool resolve(struct pool *p, const mongoc_host_list_t *h, char *err, size
 	return true;
 }
 
-static struct pool *pool_new(const char *name, const char *host, uint16_t port)
+struct pool *pool_new(const char *name, const char *host, uint16_t port)
 {
 	struct pool *p = &pools[npools++];
 
@@ -437,7 +438,7 @@ static void requeue_waiters(struct pool *from)
 
 /* Replica set: a member failed to connect. Requests bound to it (cursor,
  * transaction) fail; the others wait for a member (select.c). */
-static void rs_requeue(struct pool *p, int code, const char *codename, const char *why)
+void pool_rs_requeue(struct pool *p, int code, const char *codename, const char *why)
 {
 	struct request_queue reqs = {TAILQ_HEAD_INITIALIZER(reqs.list), 0};
 	struct request *req;
@@ -464,7 +465,7 @@ static void rs_connect_failed(struct pool *p, int code, const char *codename, co
 {
 	select_suspect(p, why);
 	if (pool_live(p) == 0)
-		rs_requeue(p, code, codename, why);
+		pool_rs_requeue(p, code, codename, why);
 }
 
 void pool_connect_failed(struct pool *p, int code, const char *codename, const char *why)
@@ -637,62 +638,14 @@ void pool_janitor(uint64_t now)
 	}
 }
 
-static struct pool *pool_find(const char *name)
+bool pool_full(void)
 {
-	for (int i = 0; i < npools; i++)
-		if (strcmp(pools[i].name, name) == 0)
-			return &pools[i];
-	return NULL;
+	return npools == pool_cap;
 }
 
-/* A member left the replica set: close its idle connections, send its
- * waiting requests elsewhere (running ones finish). */
-static void drain_member(struct pool *p)
+void pool_set_target(const struct pool *p)
 {
-	struct server *s;
-
-	log_warning("replica set member %s left the topology: draining its pool", p->name);
-	p->rs_present = false;
-	while ((s = TAILQ_FIRST(&p->idle)) != NULL)
-		server_close(s, MP_ERR(HOST_UNREACHABLE), "member left the replica set");
-	rs_requeue(p, MP_ERR(HOST_UNREACHABLE), "member left the replica set");
-}
-
-static void sync_member(const struct topo_member *m)
-{
-	struct pool *p = pool_find(m->addr);
-
-	if (p == NULL) {
-		if (npools == pool_cap || m->salen == 0)
-			return;
-		p = pool_new(m->addr, m->host, m->port);
-		memcpy(&p->addr, &m->sa, m->salen);
-		p->addrlen = m->salen;
-		log_notice("replica set member %s discovered", p->name);
-	}
-	if (p->member.type != m->type)
-		log_notice("replica set member %s is now %s", p->name, topology_type_name(m->type));
-	p->member = *m;
-	p->rs_present = true;
-	if (m->type == TOPO_PRIMARY)
-		target = (int)(p - pools);
-}
-
-void pool_sync_members(const struct topo_snapshot *snap)
-{
-	if (snap->n == 0)
-		return;
-	STAT_INC(rs_topology_changes);
-	for (int i = 0; i < snap->n; i++)
-		sync_member(&snap->m[i]);
-	for (int i = 0; i < npools; i++) {
-		bool listed = false;
-
-		for (int j = 0; j < snap->n && !listed; j++)
-			listed = strcmp(snap->m[j].addr, pools[i].name) == 0;
-		if (!listed && pools[i].rs_present)
-			drain_member(&pools[i]);
-	}
+	target = (int)(p - pools);
 }
 
 bool pool_healthy(char *why, size_t whylen)

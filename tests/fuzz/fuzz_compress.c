@@ -11,11 +11,13 @@
  *  - round trip: the rest is the body of an OP_MSG-like message wrapped with
  *    each compressor; when wrapped, the unwrap gives back the same bytes.
  * Any failed check aborts. Build and run: scripts/fuzz.sh fuzz_compress.
- *
- * FUZZ_SOURCES: core/compress.c core/wire.c core/crc32c.c core/bsonval.c core/errors.c
- * core/xalloc.c FUZZ_PKGS: libbson-1.0 libevent zlib libzstd snappy FUZZ_SEEDS:
- * tests/fuzz/seeds_compress.py FUZZ_ARGS: -max_len=70000
  */
+// clang-format off
+// FUZZ_SOURCES: core/compress.c core/wire.c core/crc32c.c core/bsonval.c core/errors.c core/xalloc.c
+// FUZZ_PKGS: libbson-1.0 libevent zlib libzstd snappy
+// FUZZ_SEEDS: tests/fuzz/seeds_compress.py
+// FUZZ_ARGS: -max_len=70000
+// clang-format on
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * test_batch_reply.c — batch_ids_reply (pool/batch_ids.c), the directly
+ * test_batch_reply.c — batch_ids_reply (pool/batch_split.c), the directly
  * encoded reply a batch member receives: byte for byte what libbson builds
  * with the appends answer_member used before (cursor.firstBatch, id, ns, ok),
  * for 0, 1 and many documents (two- and three-digit array keys).

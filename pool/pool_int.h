@@ -1,0 +1,24 @@
+/*
+ * pool_int.h — the pool table's internals shared by pool/pool.c (the table,
+ * queues and target) and pool/pool_members.c (replica-set member sync).
+ * Private to pool/pool*.c.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pool/pool.h"
+
+/* A new pool in the next free slot (the caller checked !pool_full()). */
+struct pool *pool_new(const char *name, const char *host, uint16_t port);
+
+/* Every slot of the table is in use. */
+bool pool_full(void);
+
+/* The target server's pool becomes p (a member of the table). */
+void pool_set_target(const struct pool *p);
+
+/* Replica set: p's waiting requests go to another member; those bound to p
+ * (cursor, transaction) fail with code/codename/why. */
+void pool_rs_requeue(struct pool *p, int code, const char *codename, const char *why);

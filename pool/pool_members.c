@@ -1,0 +1,74 @@
+/*
+ * pool_members.c — replica-set member sync: the pools follow the topology
+ * monitor's snapshots (pool/topology.c). A discovered member gets a pool, a
+ * member that left is drained, the primary becomes the target. Moved out of
+ * pool.c; it reaches the pool table only through pool.h and pool_int.h.
+ */
+#include <string.h>
+
+#include "core/errors.h"
+#include "core/log.h"
+#include "core/stats.h"
+#include "pool/pool.h"
+#include "pool/pool_int.h"
+#include "pool/server.h"
+#include "pool/topology.h"
+
+static struct pool *pool_find(const char *name)
+{
+	for (int i = 0; i < pool_count(); i++)
+		if (strcmp(pool_at(i)->name, name) == 0)
+			return pool_at(i);
+	return NULL;
+}
+
+/* A member left the replica set: close its idle connections, send its
+ * waiting requests elsewhere (running ones finish). */
+static void drain_member(struct pool *p)
+{
+	struct server *s;
+
+	log_warning("replica set member %s left the topology: draining its pool", p->name);
+	p->rs_present = false;
+	while ((s = TAILQ_FIRST(&p->idle)) != NULL)
+		server_close(s, MP_ERR(HOST_UNREACHABLE), "member left the replica set");
+	pool_rs_requeue(p, MP_ERR(HOST_UNREACHABLE), "member left the replica set");
+}
+
+static void sync_member(const struct topo_member *m)
+{
+	struct pool *p = pool_find(m->addr);
+
+	if (p == NULL) {
+		if (pool_full() || m->salen == 0)
+			return;
+		p = pool_new(m->addr, m->host, m->port);
+		memcpy(&p->addr, &m->sa, m->salen);
+		p->addrlen = m->salen;
+		log_notice("replica set member %s discovered", p->name);
+	}
+	if (p->member.type != m->type)
+		log_notice("replica set member %s is now %s", p->name, topology_type_name(m->type));
+	p->member = *m;
+	p->rs_present = true;
+	if (m->type == TOPO_PRIMARY)
+		pool_set_target(p);
+}
+
+void pool_sync_members(const struct topo_snapshot *snap)
+{
+	if (snap->n == 0)
+		return;
+	STAT_INC(rs_topology_changes);
+	for (int i = 0; i < snap->n; i++)
+		sync_member(&snap->m[i]);
+	for (int i = 0; i < pool_count(); i++) {
+		struct pool *p = pool_at(i);
+		bool listed = false;
+
+		for (int j = 0; j < snap->n && !listed; j++)
+			listed = strcmp(snap->m[j].addr, p->name) == 0;
+		if (!listed && p->rs_present)
+			drain_member(p);
+	}
+}
