@@ -212,8 +212,13 @@ def test_traffic_counts():
     n = N_FIND + N_INSERT
     check_eq(delta(p0, p1, "requests_forwarded"), n, "requests_forwarded for %d finds + %d "
              "inserts (pymongo snapshots)" % (N_FIND, N_INSERT))
-    check_eq(delta(p0, p1, "requests_total"), n + 1, "requests_total (+1: the stats request)")
-    check_eq(delta(p0, p1, "requests_local"), 1, "requests_local (the stats request)")
+    # Local requests: the stats request, plus any hello the driver's
+    # monitors send meanwhile (pymongo streams awaitable hellos and runs an
+    # RTT monitor beside them since the proxy advertises topologyVersion).
+    local = delta(p0, p1, "requests_local")
+    check(local >= 1, "requests_local grew by %d; expected >= 1 (the stats request)" % local)
+    check_eq(delta(p0, p1, "requests_total") - local, n,
+             "requests_total - requests_local (the forwarded traffic)")
     for name in ("requests_errors", "backend_errors", "cursor_requests", "clients_accepted",
                  "batches_sent", "bad_messages", "stale_replies"):
         check_eq(delta(p0, p1, name), 0, "counters.%s during plain traffic" % name)
