@@ -22,6 +22,8 @@ Output: one line per path and sequence, "RESULT path seq wrong=N/RUNS ...".
 Exit status 0 when the proxy had no wrong outcome and no error.
 """
 
+import socket
+import struct
 import sys
 
 import bson
@@ -31,24 +33,39 @@ from pymongo.errors import PyMongoError
 
 
 def probe(direct_uri, db):
-    """'runs' or 'drops': what the backend does with a moreToCome insert.
-    One pooled connection (maxPoolSize=1) and no read retries: a backend
-    that drops moreToCome writes closes the connection (mongo-java-server),
-    so the command after it fails; one that runs them answers it. (The
-    count's value is not used: FerretDB may answer it before the w:0
-    insert has landed.) pymongo logs in with the URI's credentials."""
-    client = pymongo.MongoClient(direct_uri, maxPoolSize=1, retryReads=False,
-                                 serverSelectionTimeoutMS=10000)
+    """'runs' or 'drops': what the backend does with a moreToCome insert, on
+    a raw socket (pymongo 3.11 trips over FerretDB's replies to moreToCome
+    messages). Without credentials only: test_ordering.c passes its own
+    (logged-in) probe's answer as the 6th argument."""
+    hostport = direct_uri.split("//", 1)[1].split("/", 1)[0]
+    host, port = hostport.rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=5)
+
+    def msg(rid, flags, doc):
+        body = struct.pack("<I", flags) + b"\x00" + bson.BSON.encode(doc)
+        return struct.pack("<iiii", 16 + len(body), rid, 0, 2013) + body
+
+    s.sendall(msg(1, 2, {"insert": "probe", "documents": [{"p": 1}], "$db": db}) +
+              msg(2, 0, {"count": "probe", "query": {"p": 1}, "$db": db}))
+    data = b""
     try:
-        coll = client[db]["probe"]
-        coll.with_options(write_concern=pymongo.WriteConcern(w=0)).insert_one({"p": 1})
-        try:
-            coll.count_documents({"p": 1})
-        except PyMongoError:
-            return "drops"
-        return "runs"
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return "drops"
+            data += chunk
+            # replies: a stray one to the moreToCome message may come first
+            while len(data) >= 16:
+                ln, _, rto = struct.unpack("<iii", data[:12])
+                if len(data) < ln:
+                    break
+                if rto == 2:
+                    return "runs"
+                data = data[ln:]
+    except socket.timeout:
+        return "drops"
     finally:
-        client.close()
+        s.close()
 
 
 def run(uri, db, path, bulk_runs, count_runs, behaviour):
@@ -94,7 +111,7 @@ def main():
     proxy_uri, direct_uri, db = sys.argv[1:4]
     bulk_runs = int(sys.argv[4]) if len(sys.argv) > 4 else 100
     count_runs = int(sys.argv[5]) if len(sys.argv) > 5 else 300
-    behaviour = probe(direct_uri, db)
+    behaviour = sys.argv[6] if len(sys.argv) > 6 else probe(direct_uri, db)
     print("backend %s moreToCome writes (direct raw probe)" % behaviour, flush=True)
     if behaviour == "runs":
         run(direct_uri, db, "direct", bulk_runs, count_runs, behaviour)
