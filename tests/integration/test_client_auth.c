@@ -85,8 +85,12 @@ static void add_user(struct env *e, const char *dbuser, const char *pw)
 	char cmd[1200], out[2048];
 	int st;
 
-	snprintf(cmd, sizeof(cmd), "printf '%%s\\n' '%s' | %s --scram-secret %s >> %s 2>&1", pw,
-		 bin(), dbuser, e->users);
+	/* stderr stays out of the users file: libmongoc may warn there (e.g. "Falling back to
+	 * malloc for counters" where /dev/shm is unusable), and only stdout is the line. */
+	snprintf(cmd, sizeof(cmd),
+		 "printf '%%s\\n' '%s' | %s --scram-secret %s >> %s 2>%s/scram-secret.err"
+		 " || { cat %s/scram-secret.err; exit 1; }",
+		 pw, bin(), dbuser, e->users, e->dir, e->dir);
 	sh(cmd, out, sizeof(out), &st);
 	cr_assert_eq(st, 0, "--scram-secret %s failed: %s", dbuser, out);
 	chmod(e->users, 0600);
