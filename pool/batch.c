@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "core/bsonval.h"
+#include "core/evpool.h"
 #include "core/xalloc.h"
 #include "pool/batch_ids.h"
 #include "pool/batch_int.h"
@@ -341,7 +342,7 @@ bool batch_try_submit(struct request *req, const bson_t *body)
 
 struct evbuffer *batch_command_message(const bson_t *cmd, int32_t *id_out)
 {
-	struct evbuffer *msg = xevbuffer_new();
+	struct evbuffer *msg = evpool_get();
 
 	*id_out = wire_next_request_id();
 	wire_append_msg(msg, *id_out, 0, 0, cmd);
@@ -406,8 +407,7 @@ void batch_seal(struct request *req)
 	free(lists);
 	build_query(b, all, b->nuniq, &cmd);
 	free(all);
-	if (req->msg)
-		evbuffer_free(req->msg);
+	evpool_put(req->msg);
 	req->msg = batch_command_message(&cmd, &unused);
 	bson_destroy(&cmd);
 	STAT_INC(batches_sent);
