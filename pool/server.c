@@ -392,10 +392,8 @@ static void written(struct server *s)
 
 static void connected(struct server *s)
 {
-	int one = 1;
-
 	if (s->pool->addr.ss_family != AF_UNIX)
-		setsockopt(s->sb.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		sbuf_exp_sockopts(s->sb.fd);
 	send_hello(s);
 }
 
