@@ -8,9 +8,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -18,40 +15,6 @@
 #include "core/xalloc.h"
 
 #define READ_CHUNK (64 * 1024)
-
-/* EXPERIMENT (issue 15 item 5, measured then reverted): knobs from the
- * environment, read once. */
-static int exp_int(const char *name, int dflt)
-{
-	const char *e = getenv(name);
-
-	return e && *e ? atoi(e) : dflt;
-}
-
-static bool exp_defer(void)
-{
-	static int v = -1;
-
-	if (v < 0)
-		v = exp_int("MONGOPLEX_EXP_DEFER_FLUSH", 0);
-	return v == 1;
-}
-
-void sbuf_exp_sockopts(int fd)
-{
-	int nodelay = exp_int("MONGOPLEX_EXP_NODELAY", 1);
-	int quickack = exp_int("MONGOPLEX_EXP_QUICKACK", 0);
-	int buf = exp_int("MONGOPLEX_EXP_SOCKBUF", 0);
-
-	if (nodelay)
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &nodelay, sizeof(nodelay));
-	if (quickack)
-		setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &quickack, sizeof(quickack));
-	if (buf > 0) {
-		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
-		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
-	}
-}
 
 static void on_readable(evutil_socket_t fd, short what, void *arg);
 static void on_writable(evutil_socket_t fd, short what, void *arg);
@@ -184,12 +147,8 @@ void sbuf_write(struct sbuf *sb, struct evbuffer *data)
 	if (sb->closed)
 		return;
 	evbuffer_add_buffer(sb->out, data);
-	if (was_empty && !sb->connecting) {
-		if (exp_defer())
-			event_active(sb->wev, EV_WRITE, 1); /* flushed at the end of this turn */
-		else
-			flush(sb);
-	}
+	if (was_empty && !sb->connecting)
+		flush(sb);
 }
 
 void sbuf_write_bytes(struct sbuf *sb, const void *data, size_t len)
@@ -199,12 +158,8 @@ void sbuf_write_bytes(struct sbuf *sb, const void *data, size_t len)
 	if (sb->closed)
 		return;
 	evbuffer_add(sb->out, data, len);
-	if (was_empty && !sb->connecting) {
-		if (exp_defer())
-			event_active(sb->wev, EV_WRITE, 1); /* flushed at the end of this turn */
-		else
-			flush(sb);
-	}
+	if (was_empty && !sb->connecting)
+		flush(sb);
 }
 
 void sbuf_notify_drained(struct sbuf *sb, size_t low)

@@ -93,9 +93,6 @@ void sbuf_set_reading(struct sbuf *sb, bool on);
 void sbuf_set_read_high(struct sbuf *sb, size_t high);
 size_t sbuf_pending_out(const struct sbuf *sb);
 
-/* EXPERIMENT: TCP options from MONGOPLEX_EXP_* (issue 15 item 5). */
-void sbuf_exp_sockopts(int fd);
-
 /* Stop all I/O and callbacks; closes the socket. */
 void sbuf_close(struct sbuf *sb);
 /* Release the buffers and events (after sbuf_close, outside callbacks). */

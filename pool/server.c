@@ -392,8 +392,10 @@ static void written(struct server *s)
 
 static void connected(struct server *s)
 {
+	int one = 1;
+
 	if (s->pool->addr.ss_family != AF_UNIX)
-		sbuf_exp_sockopts(s->sb.fd);
+		setsockopt(s->sb.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	send_hello(s);
 }
 

@@ -141,6 +141,8 @@ static void format_peer(const struct sockaddr *addr, char *buf, size_t len)
 void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 {
 	struct client *c = xcalloc(1, sizeof(*c));
+	int one = 1;
+
 	(void)addrlen;
 	c->id = next_client_id++;
 	c->state = CL_NEW;
@@ -148,7 +150,7 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 	request_owner_init(&c->owner, c->id, &client_owner_ops);
 	format_peer(addr, c->peer, sizeof(c->peer));
 	if (addr->sa_family != AF_UNIX)
-		sbuf_exp_sockopts(fd);
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (!sbuf_accept(&c->sb, g.base, fd, sbuf_cb_client, c) ||
 	    (addr->sa_family != AF_UNIX && !client_tls_attach(&c->sb)) ||
 	    (c->resume_ev = event_new(g.base, -1, 0, resume_cb, c)) == NULL || !account_start(c)) {
