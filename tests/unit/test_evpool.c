@@ -30,7 +30,8 @@ Test(evpool, bounded)
 	for (int i = 0; i < EVPOOL_MAX + 10; i++)
 		b[i] = evpool_get();
 	for (int i = 0; i < EVPOOL_MAX + 10; i++)
-		evpool_put(b[i]); /* the last 10 are freed (ASan/valgrind would see a leak otherwise) */
+		evpool_put(
+		    b[i]); /* the last 10 are freed (ASan/valgrind would see a leak otherwise) */
 	for (int i = 0; i < EVPOOL_MAX + 10; i++) {
 		struct evbuffer *x = evpool_get();
 
