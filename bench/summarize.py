@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/summarize.py — markdown tables from one or more bench/run.sh results.json.
 
-Usage: bench/summarize.py LABEL=out/dir/results.json ...
+Usage: bench/summarize.py [--capacity-plot OUT.png] LABEL=out/dir/results.json ...
 
 For each run: one table per ids value with, per path and thread count, the
 wall-clock queries/s, its ratio to direct, p50 latency, proxy CPU us/query
@@ -9,9 +9,14 @@ wall-clock queries/s, its ratio to direct, p50 latency, proxy CPU us/query
 Then the headline: per run and path, the median and range of the
 throughput ratios to direct over the cells, the cells where the path beats
 direct, and the range of its backend capacity.
-Standard library only (json), so it runs wherever run.sh does.
+With --capacity-plot: also a gnuplot PNG (OUT.png, script OUT.png.gp), one
+panel per run, backend capacity (backend CPU per lookup direct / through the
+path; > 1: the backend works less per lookup) against threads, one line per
+path x ids.
+Standard library only (json, subprocess for gnuplot).
 """
 import json
+import subprocess
 import sys
 
 
@@ -67,9 +72,45 @@ def headline(label, d):
     return lines
 
 
+def capacity_plot(runs, png):
+    n = len(runs)
+    cols = 2 if n > 1 else 1
+    rows = (n + cols - 1) // cols
+    gp = [f"set terminal pngcairo size {700 * cols},{450 * rows} noenhanced",
+          f"set output '{png}'", f"set multiplot layout {rows},{cols}",
+          "set logscale x", "set xrange [0.8:125]", "set grid", "set key top left",
+          "set xlabel 'client threads'", "set ylabel 'backend capacity (x direct)'"]
+    blocks = 0
+    for label, d in runs:
+        res = d["results"]
+        plots = []
+        for name in sorted({r["path"] for r in res} - {"direct"}):
+            for ids in d["config"]["ids"]:
+                pts = sorted((r["threads"], r.get("backend_capacity")) for r in res
+                             if r["path"] == name and r["ids"] == ids)
+                pts = [(t, c) for t, c in pts if c is not None]
+                if not pts:
+                    continue
+                gp.append(f"$b{blocks} << EOD")
+                gp += [f"{t} {c}" for t, c in pts]
+                gp.append("EOD")
+                plots.append(f"$b{blocks} using 1:2 with linespoints title '{name} {ids} id'")
+                blocks += 1
+        gp.append(f"set title '{label}: backend CPU per lookup, direct / through the path'")
+        gp.append("plot " + ", ".join(plots) + ", 1 with lines dt 2 lc rgb 'black' title 'direct'")
+    gp.append("unset multiplot")
+    with open(png + ".gp", "w") as f:
+        f.write("\n".join(gp) + "\n")
+    subprocess.run(["gnuplot", png + ".gp"], check=True)
+
+
 def main():
     runs = []
-    for arg in sys.argv[1:]:
+    args = sys.argv[1:]
+    png = None
+    if len(args) >= 2 and args[0] == "--capacity-plot":
+        png, args = args[1], args[2:]
+    for arg in args:
         label, _, path = arg.partition("=")
         with open(path) as f:
             runs.append((label, json.load(f)))
@@ -80,6 +121,8 @@ def main():
         print("\n".join(headline(label, d)))
     for label, d in runs:
         print(table(label, d))
+    if png:
+        capacity_plot(runs, png)
 
 
 if __name__ == "__main__":
