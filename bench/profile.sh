@@ -21,6 +21,7 @@
 #   BUILD_DIR [build-prof]  BUILD [1] (cmake RelWithDebInfo, the default build type)
 #   MONGOPLEX_BIN [$BUILD_DIR/mongoplex]   OUT [bench/out/profile-<timestamp>]
 #   MONGOPLEX_POOL_SIZE [4]  BATCH_MAX_IDS [100]   (as bench/run.sh)
+#   BACKEND [java]  BACKEND_URI []   the server, as bench/run.sh (bench/common.sh)
 # Output: a table on stdout (also OUT/profile.txt); callgrind dumps and
 # callgrind_annotate listings (OUT/annotate-MODE.txt), strace summaries.
 set -euo pipefail
@@ -44,6 +45,9 @@ PIDS=()
 BACKEND_DIR=""
 log() { echo "profile.sh: $*" >&2; }
 die() { log "$*"; exit 2; }
+# free_port, wait_port, start_backend (shared with bench/run.sh)
+# shellcheck source=bench/common.sh
+. "$ROOT/bench/common.sh"
 
 cleanup() {
   local pid i
@@ -56,20 +60,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-wait_port() {
-  local port="$1" pid="$2" secs="$3" i
-  for i in $(seq 1 $((secs * 10))); do
-    kill -0 "$pid" 2>/dev/null || return 1
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
-    sleep 0.1
-  done
-  return 1
-}
 
 # Stops one process started here and forgets it.
 stop_pid() {
@@ -167,8 +157,7 @@ main() {
   build_all
   [[ -x "$MONGOPLEX_BIN" ]] || die "no mongoplex binary at $MONGOPLEX_BIN"
   [[ -x "$BENCH" ]] || die "no mongoplex-bench binary at $BENCH"
-  BACKEND_DIR="$OUT/backend"
-  URI="$("$ROOT/scripts/backend.sh" start java "$BACKEND_DIR")" || die "backend did not start"
+  start_backend
   "$BENCH" load --uri "$URI" --docs "$DOCS" >"$OUT/load.log" 2>&1 || die "load failed; see $OUT/load.log"
   {
     echo "bench/profile.sh: $CLIENTS clients x $LOOKUPS 1-id lookups, pool_size $MONGOPLEX_POOL_SIZE," \

@@ -71,6 +71,9 @@ BENCH=""         # the mongoplex-bench binary
 log() { echo "run.sh: $*" >&2; }
 die() { log "$*"; exit 2; }
 skip() { SKIPPED+=("$1: $2"); log "SKIP $1: $2"; }
+# free_port, wait_port, start_backend (shared with bench/profile.sh)
+# shellcheck source=bench/common.sh
+. "$ROOT/bench/common.sh"
 
 # ------------------------------------------------------------ cleanup
 
@@ -95,22 +98,6 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # ------------------------------------------------------------ helpers
-
-# A free loopback port chosen by the kernel (a small race remains).
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-# Waits until 127.0.0.1:PORT accepts connections while PID lives (SECS max).
-wait_port() {
-  local port="$1" pid="$2" secs="$3" i
-  for i in $(seq 1 $((secs * 10))); do
-    kill -0 "$pid" 2>/dev/null || return 1
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
-    sleep 0.1
-  done
-  return 1
-}
 
 # Starts a command in the background with output to LOG; remembers its pid
 # in STARTED_PID and in PIDS.
@@ -163,23 +150,6 @@ build_all() {
 }
 
 # ------------------------------------------------------------ backend
-
-# Sets URI: BACKEND_URI, or a server started through scripts/backend.sh.
-start_backend() {
-  if [[ -n "$BACKEND_URI" ]]; then
-    URI="$BACKEND_URI"
-    log "using the server at BACKEND_URI"
-    return 0
-  fi
-  [[ -x "$ROOT/scripts/backend.sh" ]] || die "scripts/backend.sh not found; set BACKEND_URI=mongodb://..."
-  BACKEND_DIR="$OUT/backend"
-  log "starting the $BACKEND backend (scripts/backend.sh start $BACKEND)"
-  local pin=()
-  [[ "$PLACEMENT" != split ]] || pin=(taskset -c "$BACKEND_CPU")
-  "${pin[@]}" "$ROOT/scripts/backend.sh" start "$BACKEND" "$BACKEND_DIR" >/dev/null ||
-    die "backend did not start; see $BACKEND_DIR/log"
-  URI="$(cat "$BACKEND_DIR/uri")"
-}
 
 # /proc figures for the backend: its pid (when started here) and its port.
 backend_procs() {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/evpool.h"
 #include "core/log.h"
 #include "core/stats.h"
 #include "core/wire.h"
@@ -201,8 +202,7 @@ void request_free(struct request *req)
 	detach(req);
 	leave_list(req);
 	state_count[req->state]--;
-	if (req->msg != NULL)
-		evbuffer_free(req->msg);
+	evpool_put(req->msg);
 	if (req->hello_cmd != NULL)
 		bson_destroy(req->hello_cmd);
 	if (req->read_pref != NULL)
@@ -240,13 +240,13 @@ void request_reply_doc(struct request *req, const bson_t *doc)
 		request_done(req);
 		return;
 	}
-	out = xevbuffer_new();
+	out = evpool_get();
 	if (req->legacy_reply)
 		wire_append_op_reply(out, req->client_request_id, 0, doc);
 	else
 		wire_append_msg(out, wire_next_request_id(), req->client_request_id, 0, doc);
 	request_reply_raw(req, out);
-	evbuffer_free(out);
+	evpool_put(out);
 }
 
 void request_internal_reply(struct request *req, const bson_t *body)

@@ -102,27 +102,42 @@ static void defer_error(struct sbuf *sb, int err)
 
 static void flush_tls(struct sbuf *sb);
 
+/* Write `buf` (the plaintext `out`, or TLS's ciphertext `wire`) until it is
+ * empty (true) or the socket blocks (the write event is added) or fails (the
+ * error is deferred to the loop), both false. */
+static bool write_until_blocked(struct sbuf *sb, struct evbuffer *buf)
+{
+	while (evbuffer_get_length(buf) > 0) {
+		int n = evbuffer_write(buf, sb->fd);
+
+		if (n > 0)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+			set_writing(sb, true);
+			return false;
+		}
+		defer_error(sb, n < 0 ? errno : EPIPE);
+		return false;
+	}
+	return true;
+}
+
+/* Everything is written: no write event; a pending "drained" is delivered. */
+static void flushed(struct sbuf *sb)
+{
+	set_writing(sb, false);
+	if (sb->notify_drained)
+		event_active(sb->wev, EV_WRITE, 1);
+}
+
 static void flush(struct sbuf *sb)
 {
 	if (sb->tls != NULL) {
 		flush_tls(sb);
 		return;
 	}
-	while (evbuffer_get_length(sb->out) > 0) {
-		int n = evbuffer_write(sb->out, sb->fd);
-
-		if (n > 0)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-			set_writing(sb, true);
-			return;
-		}
-		defer_error(sb, n < 0 ? errno : EPIPE);
-		return;
-	}
-	set_writing(sb, false);
-	if (sb->notify_drained)
-		event_active(sb->wev, EV_WRITE, 1);
+	if (write_until_blocked(sb, sb->out))
+		flushed(sb);
 }
 
 void sbuf_write(struct sbuf *sb, struct evbuffer *data)
@@ -385,8 +400,6 @@ const char *sbuf_tls_error(const struct sbuf *sb)
 static void flush_tls(struct sbuf *sb)
 {
 	for (;;) {
-		int n;
-
 		if (!tls_conn_output(sb->tls, sb->out, sb->wire, SBUF_TLS_WIRE_HIGH)) {
 			snprintf(sb->tls_err, sizeof(sb->tls_err), "%s", tls_conn_error(sb->tls));
 			defer_error(sb, EPROTO);
@@ -394,17 +407,8 @@ static void flush_tls(struct sbuf *sb)
 		}
 		if (evbuffer_get_length(sb->wire) == 0)
 			break;
-		n = evbuffer_write(sb->wire, sb->fd);
-		if (n > 0)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-			set_writing(sb, true);
+		if (!write_until_blocked(sb, sb->wire))
 			return;
-		}
-		defer_error(sb, n < 0 ? errno : EPIPE);
-		return;
 	}
-	set_writing(sb, false);
-	if (sb->notify_drained)
-		event_active(sb->wev, EV_WRITE, 1);
+	flushed(sb);
 }

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "core/bsonval.h"
+#include "core/evpool.h"
 #include "core/xalloc.h"
 #include "pool/batch_ids.h"
 #include "pool/batch_int.h"
@@ -71,38 +72,74 @@ static void lookup_free(struct lookup *lk)
 	free(lk);
 }
 
-/* The key: everything that must agree, and the pieces copied into the query. */
-static void build_key(const bson_t *body, struct batch *b)
-{
-	static const char *const key_fields[] = {"projection", "readConcern", "$readPreference",
-						 "maxTimeMS", NULL};
-	bson_iter_t it;
-	struct {
-		bson_iter_t it;
-	} found[4]; /* bson_iter_t is over-aligned: no plain array of it */
-	bool have[4] = {false, false, false, false};
-	size_t dl = strlen(b->db) + 1, cl = strlen(b->coll) + 1;
+/* The fields that must agree for lookups to merge, copied into the query. */
+static const char *const key_fields[] = {"projection", "readConcern", "$readPreference",
+					 "maxTimeMS", NULL};
+#define N_KEY_FIELDS 4
 
-	/* One pass over the body (classify refused duplicate keys); appended in
-	 * key_fields order so equal lookups give equal keys. */
-	if (bson_iter_init(&it, body))
-		while (bson_iter_next(&it))
-			for (int i = 0; key_fields[i]; i++)
-				if (!have[i] && bson_iter_key(&it)[0] == key_fields[i][0] &&
-				    strcmp(bson_iter_key(&it), key_fields[i]) == 0) {
-					found[i].it = it;
-					have[i] = true;
-					break;
-				}
-	bson_init(&b->extra);
-	for (int i = 0; key_fields[i]; i++)
-		if (have[i])
-			bson_append_iter(&b->extra, key_fields[i], -1, &found[i].it);
-	b->keylen = dl + cl + b->extra.len;
+/* Where a body's key fields are: each one's raw element (type, key, value)
+ * inside the body, NULL when absent; extra_len: the bytes of the document
+ * holding them (header and EOO included). */
+struct key_parts {
+	const uint8_t *elem[N_KEY_FIELDS];
+	size_t len[N_KEY_FIELDS];
+	size_t extra_len;
+};
+
+/* One cheap pass over the validated body (wire_parse_msg; classify refused
+ * duplicate keys): no iterator, no copy. */
+static void key_parts(const bson_t *body, struct key_parts *kp)
+{
+	struct bsonval_it it;
+
+	memset(kp, 0, sizeof(*kp));
+	kp->extra_len = 5;
+	bsonval_it_init(&it, bson_get_data(body));
+	while (bsonval_it_next(&it))
+		for (int i = 0; key_fields[i]; i++)
+			if (kp->elem[i] == NULL && it.key[0] == key_fields[i][0] &&
+			    strcmp(it.key, key_fields[i]) == 0) {
+				kp->elem[i] = (const uint8_t *)it.key - 1;
+				kp->len[i] = (size_t)(it.value + it.vlen - kp->elem[i]);
+				kp->extra_len += kp->len[i];
+				break;
+			}
+}
+
+static size_t key_len(const struct key_parts *kp, const char *db, const char *coll)
+{
+	return strlen(db) + 1 + strlen(coll) + 1 + kp->extra_len;
+}
+
+/* The key (key_len bytes): db NUL coll NUL, then the document of the key
+ * fields in key_fields order, so equal lookups give equal keys (the bytes
+ * bson_append_iter of each field would give). */
+static void key_write(const struct key_parts *kp, const char *db, const char *coll, char *out)
+{
+	size_t dl = strlen(db) + 1, cl = strlen(coll) + 1, pos = dl + cl + 4;
+	uint32_t le = BSON_UINT32_TO_LE((uint32_t)kp->extra_len);
+
+	memcpy(out, db, dl);
+	memcpy(out + dl, coll, cl);
+	memcpy(out + dl + cl, &le, 4);
+	for (int i = 0; i < N_KEY_FIELDS; i++)
+		if (kp->elem[i] != NULL) {
+			memcpy(out + pos, kp->elem[i], kp->len[i]);
+			pos += kp->len[i];
+		}
+	out[pos] = 0;
+}
+
+/* The batch's key, and `extra` (inside the key) for the merged query. */
+static void build_key(const struct key_parts *kp, struct batch *b)
+{
+	size_t off = strlen(b->db) + 1 + strlen(b->coll) + 1;
+
+	b->keylen = key_len(kp, b->db, b->coll);
 	b->key = xmalloc(b->keylen);
-	memcpy(b->key, b->db, dl);
-	memcpy(b->key + dl, b->coll, cl);
-	memcpy(b->key + dl + cl, bson_get_data(&b->extra), b->extra.len);
+	key_write(kp, b->db, b->coll, b->key);
+	if (!bson_init_static(&b->extra, (const uint8_t *)b->key + off, kp->extra_len))
+		bson_init(&b->extra); /* cannot happen: the bytes were written as a document */
 }
 
 static void free_found(struct batch *b)
@@ -192,14 +229,14 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 	pool_submit(b->req);
 }
 
-static struct batch *batch_open(const bson_t *body, const char *db, const char *coll)
+static struct batch *batch_open(const struct key_parts *kp, const char *db, const char *coll)
 {
 	struct batch *b = xcalloc(1, sizeof(*b));
 
 	b->id = next_batch_id++;
 	bson_strncpy(b->db, db, sizeof(b->db));
 	bson_strncpy(b->coll, coll, sizeof(b->coll));
-	build_key(body, b);
+	build_key(kp, b);
 	b->max_ids = max_ids_for(db, coll);
 	REQUEST_QUEUE_INIT(&b->members);
 	b->open = true;
@@ -284,14 +321,18 @@ static bool probe(struct request *req, const bson_t *body, struct probe *pr)
 static struct batch *join_or_open(struct request *req, const bson_t *body, const struct probe *pr,
 				  bool *fresh)
 {
-	struct batch *b, key = {0};
+	struct key_parts kp;
+	char stack_key[512], *key;
+	size_t len;
+	struct batch *b;
 
-	bson_strncpy(key.db, pr->db, sizeof(key.db));
-	bson_strncpy(key.coll, pr->coll, sizeof(key.coll));
-	build_key(body, &key);
-	b = find_open(key.key, key.keylen, req->lookup);
-	bson_destroy(&key.extra);
-	free(key.key);
+	key_parts(body, &kp);
+	len = key_len(&kp, pr->db, pr->coll);
+	key = len <= sizeof(stack_key) ? stack_key : xmalloc(len);
+	key_write(&kp, pr->db, pr->coll, key);
+	b = find_open(key, len, req->lookup);
+	if (key != stack_key)
+		free(key);
 	*fresh = false;
 	if (b != NULL)
 		return b;
@@ -301,7 +342,7 @@ static struct batch *join_or_open(struct request *req, const bson_t *body, const
 		return NULL;
 	}
 	*fresh = true;
-	return batch_open(body, pr->db, pr->coll);
+	return batch_open(&kp, pr->db, pr->coll);
 }
 
 /* When the batch goes to the pool, now that `req` is a member. */
@@ -341,7 +382,7 @@ bool batch_try_submit(struct request *req, const bson_t *body)
 
 struct evbuffer *batch_command_message(const bson_t *cmd, int32_t *id_out)
 {
-	struct evbuffer *msg = xevbuffer_new();
+	struct evbuffer *msg = evpool_get();
 
 	*id_out = wire_next_request_id();
 	wire_append_msg(msg, *id_out, 0, 0, cmd);
@@ -406,8 +447,7 @@ void batch_seal(struct request *req)
 	free(lists);
 	build_query(b, all, b->nuniq, &cmd);
 	free(all);
-	if (req->msg)
-		evbuffer_free(req->msg);
+	evpool_put(req->msg);
 	req->msg = batch_command_message(&cmd, &unused);
 	bson_destroy(&cmd);
 	STAT_INC(batches_sent);

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "core/errors.h"
+#include "core/evpool.h"
 #include "core/xalloc.h"
 #include "pool/auth.h"
 #include "pool/backend_compress.h"
@@ -245,7 +246,7 @@ static void handle_reply(struct server *s, struct evbuffer *buf, size_t len);
 /* OP_COMPRESSED (pool/backend_compress.c): handled as the OP_MSG it holds. */
 static void handle_compressed_reply(struct server *s, const uint8_t *data, size_t len)
 {
-	struct evbuffer *plain = xevbuffer_new();
+	struct evbuffer *plain = evpool_get();
 	struct wire_error err;
 
 	if (bcomp_unwrap_reply(data, len, plain, &err))
@@ -253,7 +254,7 @@ static void handle_compressed_reply(struct server *s, const uint8_t *data, size_
 	else
 		server_close(s, MP_ERR(HOST_UNREACHABLE), "backend sent a bad OP_COMPRESSED: %s",
 			     err.msg);
-	evbuffer_free(plain);
+	evpool_put(plain);
 }
 
 static void handle_reply(struct server *s, struct evbuffer *buf, size_t len)
@@ -364,10 +365,10 @@ static void read_replies(struct server *s)
 				     "backend sent an invalid messageLength %d", len);
 			return;
 		case WIRE_FRAME_READY:
-			msg = xevbuffer_new();
+			msg = evpool_get();
 			evbuffer_remove_buffer(in, msg, (size_t)len);
 			handle_reply(s, msg, (size_t)len);
-			evbuffer_free(msg);
+			evpool_put(msg);
 			break;
 		}
 	}

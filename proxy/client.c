@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "core/errors.h"
+#include "core/evpool.h"
 #include "core/xalloc.h"
 #include "proxy/janitor.h"
 #include "pool/pool.h"
@@ -302,10 +303,10 @@ static void process_input(struct client *c)
 			break;
 		case WIRE_FRAME_READY:
 			c->partial_since_usec = 0;
-			msg = xevbuffer_new();
+			msg = evpool_get();
 			evbuffer_remove_buffer(in, msg, (size_t)len);
-			client_handle_message(c, msg, (size_t)len);
-			evbuffer_free(msg);
+			client_handle_message(c, &msg, (size_t)len); /* may take msg */
+			evpool_put(msg);
 			break;
 		}
 	}

@@ -21,6 +21,7 @@
 #include <strings.h>
 
 #include "core/errors.h"
+#include "core/evpool.h"
 #include "core/xalloc.h"
 #include "pool/batch.h"
 #include "pool/pool.h"
@@ -41,14 +42,14 @@
 /* Reply built here, for a message that never became a queued request. */
 static void reply_doc(struct client *c, int32_t response_to, bool legacy, const bson_t *doc)
 {
-	struct evbuffer *out = xevbuffer_new();
+	struct evbuffer *out = evpool_get();
 
 	if (legacy)
 		wire_append_op_reply(out, response_to, 0, doc);
 	else
 		wire_append_msg(out, wire_next_request_id(), response_to, 0, doc);
 	client_send(c, out);
-	evbuffer_free(out);
+	evpool_put(out);
 }
 
 static void reply_error(struct client *c, int32_t response_to, bool legacy, int code,
@@ -169,7 +170,7 @@ static bool may_batch(struct client *c, const struct request *req)
 }
 
 /* Build the request that forwards this message and hand it on. */
-static void forward(struct client *c, struct evbuffer *buf, uint8_t *data, size_t len,
+static void forward(struct client *c, struct evbuffer **bufp, uint8_t *data, size_t len,
 		    const struct wire_msg *m, const struct route_info *ri, struct request *req)
 {
 	size_t newlen;
@@ -180,11 +181,11 @@ static void forward(struct client *c, struct evbuffer *buf, uint8_t *data, size_
 	count_forward(ri, req->more_to_come);
 	req->retryable_write = ri->retryable_write;
 	if (newlen != len) { /* checksum stripped: keep the first newlen bytes */
-		req->msg = xevbuffer_new();
+		req->msg = evpool_get();
 		evbuffer_add(req->msg, data, newlen);
-	} else {
-		req->msg = xevbuffer_new();
-		evbuffer_add_buffer(req->msg, buf);
+	} else { /* the message itself: `data` and m stay valid */
+		req->msg = *bufp;
+		*bufp = NULL;
 	}
 	req->held_bytes = evbuffer_get_length(req->msg);
 	c->req_bytes += req->held_bytes;
@@ -197,7 +198,7 @@ static void forward(struct client *c, struct evbuffer *buf, uint8_t *data, size_
 	pool_submit(req);
 }
 
-static void handle_op_msg(struct client *c, struct evbuffer *buf, uint8_t *data, size_t len)
+static void handle_op_msg(struct client *c, struct evbuffer **bufp, uint8_t *data, size_t len)
 {
 	struct wire_msg m;
 	struct wire_error err;
@@ -236,7 +237,7 @@ static void handle_op_msg(struct client *c, struct evbuffer *buf, uint8_t *data,
 		handle_local(c, &m, &ri, req);
 		return;
 	}
-	forward(c, buf, data, len, &m, &ri, req);
+	forward(c, bufp, data, len, &m, &ri, req);
 }
 
 static bool is_handshake_cmd(const char *name)
@@ -285,7 +286,7 @@ static void handle_op_query(struct client *c, uint8_t *data, size_t len)
  * connection (its framing is intact, its content is not). */
 static void handle_compressed(struct client *c, const uint8_t *data, size_t len)
 {
-	struct evbuffer *plain = xevbuffer_new();
+	struct evbuffer *plain = evpool_get();
 	struct wire_error err;
 	uint8_t *p;
 	int32_t opcode;
@@ -297,14 +298,14 @@ static void handle_compressed(struct client *c, const uint8_t *data, size_t len)
 		reply_error(c, wire_read_i32(data + 4), false, err.code, err.codename, err.msg,
 			    NULL);
 		c->closing = true;
-		evbuffer_free(plain);
+		evpool_put(plain);
 		return;
 	}
 	len = evbuffer_get_length(plain);
 	p = evbuffer_pullup(plain, -1);
 	opcode = wire_read_i32(p + 12);
 	if (opcode == OP_MSG) {
-		handle_op_msg(c, plain, p, len);
+		handle_op_msg(c, &plain, p, len);
 	} else if (opcode == OP_QUERY) {
 		handle_op_query(c, p, len);
 	} else {
@@ -314,12 +315,12 @@ static void handle_compressed(struct client *c, const uint8_t *data, size_t len)
 			    "mongoplex: OP_COMPRESSED may hold OP_MSG or OP_QUERY only", NULL);
 	}
 	c->msg_compressor = -1;
-	evbuffer_free(plain);
+	evpool_put(plain);
 }
 
-void client_handle_message(struct client *c, struct evbuffer *buf, size_t len)
+void client_handle_message(struct client *c, struct evbuffer **bufp, size_t len)
 {
-	uint8_t *data = evbuffer_pullup(buf, (ssize_t)len);
+	uint8_t *data = evbuffer_pullup(*bufp, (ssize_t)len);
 	int32_t opcode = wire_read_i32(data + 12);
 	char msg[128];
 
@@ -336,7 +337,7 @@ void client_handle_message(struct client *c, struct evbuffer *buf, size_t len)
 	}
 	switch (opcode) {
 	case OP_MSG:
-		handle_op_msg(c, buf, data, len);
+		handle_op_msg(c, bufp, data, len);
 		break;
 	case OP_QUERY:
 		handle_op_query(c, data, len);

@@ -11,7 +11,7 @@
 struct client;
 
 /* One complete message of `len` bytes in `buf`: route, answer or forward it. */
-void client_handle_message(struct client *c, struct evbuffer *buf, size_t len);
+void client_handle_message(struct client *c, struct evbuffer **bufp, size_t len);
 
 /* Framing is lost: say why (as a reply, if the client can read one) and
  * mark the client closing. */

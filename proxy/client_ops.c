@@ -20,6 +20,7 @@
 #include "proxy/cursor.h"
 #include "proxy/membound.h"
 #include "core/wire.h"
+#include "core/evpool.h"
 #include "core/xalloc.h"
 
 struct client *client_of(const struct request *req)
@@ -86,12 +87,12 @@ static void reply(struct server *s, struct request *req, struct evbuffer *buf, u
 	}
 	wire_write_i32(data + 8, req->client_request_id);
 	if (m->flags & MSG_CHECKSUM_PRESENT) {
-		struct evbuffer *copy = xevbuffer_new();
+		struct evbuffer *copy = evpool_get();
 
 		wire_msg_prepare_forward(data, len);
 		evbuffer_add(copy, data, len - 4);
 		request_reply_raw(req, copy);
-		evbuffer_free(copy);
+		evpool_put(copy);
 	} else {
 		request_reply_raw(req, buf);
 	}

@@ -37,6 +37,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/bsonval.h"
 #include "core/errors.h"
 #include "core/xalloc.h"
 #include "pool/pool.h"
@@ -73,48 +74,88 @@ static bool id_value(const bson_iter_t *it, int64_t *id)
 	}
 }
 
-bool cursor_reply_cursor(const bson_t *body, int64_t *id, const char **ns)
+/* A libbson iterator on the element `e` of the document at `d` (validated,
+ * or built by libbson), for libbson's typed reads. */
+static bool elem_iter(bson_iter_t *it, const uint8_t *d, const struct bsonval_it *e)
 {
-	bson_iter_t it, sub;
+	size_t off = (size_t)((const uint8_t *)e->key - 1 - d);
+	size_t keylen = (size_t)(e->value - (const uint8_t *)e->key) - 1;
+
+	return bson_iter_init_from_data_at_offset(it, d, e->end, off, (uint32_t)keylen);
+}
+
+/* The top-level fields every reply is read for, in one cheap pass (replies
+ * were validated by wire_parse_reply): the first "ok", "code" and "cursor". */
+struct reply_fields {
+	bool ok, have_ok;
+	int32_t code; /* 0: none, or not an int32 */
+	bool have_code;
+	const uint8_t *cursor; /* the "cursor" document, NULL: none (or not a document) */
+	bool have_cursor_key;
+};
+
+static void reply_fields(const bson_t *body, struct reply_fields *f)
+{
+	const uint8_t *d = bson_get_data(body);
+	struct bsonval_it e;
+	bson_iter_t it;
+
+	memset(f, 0, sizeof(*f));
+	bsonval_it_init(&e, d);
+	while ((!f->have_ok || !f->have_code || !f->have_cursor_key) && bsonval_it_next(&e)) {
+		if (!f->have_ok && strcmp(e.key, "ok") == 0) {
+			f->have_ok = true;
+			f->ok = elem_iter(&it, d, &e) && bson_iter_as_bool(&it);
+		} else if (!f->have_code && strcmp(e.key, "code") == 0) {
+			f->have_code = true;
+			if (e.type == BSON_TYPE_INT32) {
+				uint32_t v;
+
+				memcpy(&v, e.value, 4);
+				f->code = (int32_t)BSON_UINT32_FROM_LE(v);
+			}
+		} else if (!f->have_cursor_key && strcmp(e.key, "cursor") == 0) {
+			f->have_cursor_key = true;
+			if (e.type == BSON_TYPE_DOCUMENT)
+				f->cursor = e.value;
+		}
+	}
+}
+
+/* The cursor document's first usable "id" and first string "ns". */
+static bool cursor_fields(const uint8_t *cur, int64_t *id, const char **ns)
+{
+	struct bsonval_it e;
+	bson_iter_t it;
 	bool have_id = false;
 
 	*ns = NULL;
-	if (!bson_iter_init_find(&it, body, "cursor") || !BSON_ITER_HOLDS_DOCUMENT(&it) ||
-	    !bson_iter_recurse(&it, &sub))
-		return false;
-	while (bson_iter_next(&sub)) {
-		const char *k = bson_iter_key(&sub);
-
-		if (!have_id && strcmp(k, "id") == 0)
-			have_id = id_value(&sub, id);
-		else if (*ns == NULL && strcmp(k, "ns") == 0 && BSON_ITER_HOLDS_UTF8(&sub))
-			*ns = bson_iter_utf8(&sub, NULL);
+	bsonval_it_init(&e, cur);
+	while (bsonval_it_next(&e)) {
+		if (!have_id && strcmp(e.key, "id") == 0)
+			have_id = elem_iter(&it, cur, &e) && id_value(&it, id);
+		else if (*ns == NULL && strcmp(e.key, "ns") == 0 && e.type == BSON_TYPE_UTF8)
+			*ns = (const char *)e.value + 4;
 	}
 	return have_id;
 }
 
+bool cursor_reply_cursor(const bson_t *body, int64_t *id, const char **ns)
+{
+	struct reply_fields f;
+
+	reply_fields(body, &f);
+	*ns = NULL;
+	return f.cursor != NULL && cursor_fields(f.cursor, id, ns);
+}
+
 static bool reply_ok(const bson_t *body, int32_t *code)
 {
-	bson_iter_t it;
-	bool ok = false, have_ok = false, have_code = false;
+	struct reply_fields f;
 
-	*code = 0;
-	if (!bson_iter_init(&it, body))
-		return false;
-	/* One pass (this runs on every reply); the first "ok" and "code" count. */
-	while ((!have_ok || !have_code) && bson_iter_next(&it)) {
-		const char *k = bson_iter_key(&it);
-
-		if (!have_ok && strcmp(k, "ok") == 0) {
-			ok = bson_iter_as_bool(&it);
-			have_ok = true;
-		} else if (!have_code && strcmp(k, "code") == 0) {
-			if (BSON_ITER_HOLDS_INT32(&it))
-				*code = bson_iter_int32(&it);
-			have_code = true;
-		}
-	}
-	return ok;
+	reply_fields(body, &f);
+	*code = f.code;
+	return f.ok;
 }
 
 /* The fields of a getMore or killCursors, each present at most once. */
@@ -586,6 +627,7 @@ bool cursor_on_reply(struct request *req, const struct wire_msg *reply)
 {
 	const bson_t *body = &reply->body;
 	struct cursor_note *n = req->cursor;
+	struct reply_fields f;
 	int64_t id = 0;
 	const char *ns;
 	int32_t code;
@@ -595,8 +637,11 @@ bool cursor_on_reply(struct request *req, const struct wire_msg *reply)
 		close_kill_reply(n, body);
 		return false;
 	}
-	ok = reply_ok(body, &code);
-	have_cursor = cursor_reply_cursor(body, &id, &ns);
+	reply_fields(body, &f);
+	ok = f.ok;
+	code = f.code;
+	ns = NULL;
+	have_cursor = f.cursor != NULL && cursor_fields(f.cursor, &id, &ns);
 	if (n != NULL && n->kind == NOTE_GETMORE && ((ok && have_cursor && id == 0) || code == 43))
 		cursor_table_forget(n->owner, n->ids[0], n->ns);
 	if (n != NULL && n->kind == NOTE_KILL && ok) {

@@ -31,6 +31,7 @@
 #include "proxy/listener.h"
 #include "proxy/membound.h"
 #include "proxy/metrics.h"
+#include "core/evpool.h"
 #include "core/stats.h"
 #include "core/topover.h"
 #include "version.h"
@@ -190,6 +191,7 @@ static void teardown(void)
 	event_free(sig_term);
 	event_free(sig_int);
 	membound_free();
+	evpool_clear();
 	event_base_free(g.base);
 	cfg_free(&g.cfg);
 }
