@@ -49,6 +49,7 @@ struct pin {
 	struct pin_item *items;
 	int nitems, cap;
 	struct request_queue waiting; /* REQ_QUEUED, req->pin == this */
+	bool held;		      /* has held a cursor or transaction (counted) */
 };
 
 TAILQ_HEAD(pin_list, pin);
@@ -335,7 +336,6 @@ void pin_started(struct server *s, struct request *req)
 	s->pin = pin;
 	req->pin = pin;
 	req->pin_note->op &= ~(unsigned)PIN_OP_WANT;
-	STAT_INC(lb_pins_opened);
 	server_debug(s, "pinned to C-%" PRIu64 " (%d pins)", pin->owner_id, req->owner->n_pins);
 }
 
@@ -352,6 +352,10 @@ static void item_add(struct pin *pin, bool txn, int64_t id, const char *ns, cons
 	it->id = id;
 	it->ns = ns != NULL ? xstrdup(ns) : NULL;
 	it->lsid = lsid != NULL ? bson_copy(lsid) : NULL;
+	if (!pin->held) {
+		pin->held = true;
+		STAT_INC(lb_pins_opened);
+	}
 }
 
 static void item_del(struct pin *pin, int i)
