@@ -23,6 +23,7 @@
  *   txn_pinned           a transaction on raw sockets: every statement and the
  *                        commit on the connection that started it; a client
  *                        closing mid-transaction gets abortTransaction there
+ *   txn_driver           the same with libmongoc's own session transaction
  *   same_as_direct       the test backend (FerretDB in its pass): LB cursors
  *                        of several batches, interleaved, identical to direct
  */
@@ -567,4 +568,48 @@ Test(lbpin, same_as_direct, .timeout = 180)
 	mongoc_client_destroy(lb);
 	mongoc_client_destroy(direct);
 	proxy_stop(p);
+}
+
+/* libmongoc's own transaction (session, startTransaction, commit) through
+ * the proxy in load-balanced mode: every statement and the commit reach the
+ * connection that started it. */
+Test(lbpin, txn_driver, .timeout = 120)
+{
+	struct fake *f = lb_fake();
+	struct proxy *p = lb_proxy(f, 4, NULL);
+	mongoc_client_t *c = lb_client(p, "lb-txn");
+	mongoc_collection_t *col = mongoc_client_get_collection(c, "lb", "t");
+	mongoc_client_session_t *cs;
+	struct fake_pin_stats st;
+	bson_t opts = BSON_INITIALIZER;
+	bson_error_t err;
+	int stall = -1;
+
+	cs = mongoc_client_start_session(c, NULL, &err);
+	cr_assert(cs != NULL, "start session: %s", err.message);
+	cr_assert(mongoc_client_session_start_transaction(cs, NULL, &err), "start: %s",
+		  err.message);
+	cr_assert(mongoc_client_session_append(cs, &opts, &err), "%s", err.message);
+	for (int i = 0; i < 3; i++) {
+		bson_t *d = BCON_NEW("_id", BCON_INT32(i));
+
+		cr_assert(mongoc_collection_insert_one(col, d, &opts, NULL, &err),
+			  "statement %d: %s", i, err.message);
+		bson_destroy(d);
+		if (i == 0)
+			stall = stall_conn(p, f);
+	}
+	cr_assert(mongoc_client_session_commit_transaction(cs, NULL, &err), "commit: %s",
+		  err.message);
+	fake_pin_stats(&st);
+	cr_assert_eq(st.txn_wrong_conn, 0);
+	cr_assert_eq(st.txn_commits, 1, "commits seen by the fake: %d", st.txn_commits);
+	wait_stat(p, "gauges.lb_pinned_connections", 0);
+	bson_destroy(&opts);
+	mongoc_client_session_destroy(cs);
+	mongoc_collection_destroy(col);
+	mongoc_client_destroy(c);
+	close(stall);
+	proxy_stop(p);
+	fake_stop(f);
 }
