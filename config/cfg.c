@@ -169,6 +169,14 @@ static const struct cfg_key keys[] = {
      "admission",
      "A request waiting longer than this for a backend connection gets a "
      "retryable overload error (0: no limit)."},
+    {"lb_max_pinned_per_client", CFG_INT, OFF(lb_max_pinned_per_client), "2", 1, 100000, true,
+     "admission",
+     "Load-balanced clients (loadBalanced=true): backend connections one client may hold "
+     "pinned for its cursors and transactions at once. Beyond it its next cursor or "
+     "transaction runs on one of its own pinned connections (after what runs there). All "
+     "pins of a pool together never take more than pool_size - 1 connections. 2 lets a "
+     "client iterate one cursor while it runs a transaction or a nested cursor, and keeps "
+     "one client from holding many connections."},
     {"query_timeout_ms", CFG_INT, OFF(query_timeout_ms), "0", 0, INT64_C(86400000), true,
      "admission",
      "A backend exchange running longer than this is abandoned: the request gets an error "

@@ -78,6 +78,7 @@ void request_owner_init(struct request_owner *o, uint64_t id, const struct reque
 	o->id = id;
 	o->ops = ops;
 	TAILQ_INIT(&o->requests);
+	TAILQ_INIT(&o->pins);
 }
 
 struct request *request_new(struct request_owner *owner, const struct request_ops *ops)

@@ -24,6 +24,7 @@
 #include "pool/auth.h"
 #include "pool/backend_compress.h"
 #include "pool/backend_tls.h"
+#include "pool/pin.h"
 #include "pool/pool_int.h"
 #include "pool/select.h"
 #include "pool/sticky.h"
@@ -221,6 +222,8 @@ void pool_unqueue(struct request *req)
 		sticky_unqueue(req);
 		return;
 	}
+	if (pin_unqueue(req))
+		return;
 	request_set_state(req, REQ_NEW, NULL);
 }
 
@@ -239,6 +242,7 @@ static void dispatch(struct server *s, struct request *req)
 	if (req->ops->start != NULL)
 		req->ops->start(req); /* the client's memory charge ends; a batch is sealed */
 	server_start(s, req);
+	pin_started(s, req);
 	sticky_started(s, req);
 }
 
@@ -256,7 +260,8 @@ void pool_dispatch(struct server *s, struct request *req)
 static bool may_dispatch(const struct request *req)
 {
 	return req->owner == NULL ||
-	       (request_owner_may_dispatch(req->owner) && !sticky_behind_unacked(req));
+	       (request_owner_may_dispatch(req->owner) && !sticky_behind_unacked(req) &&
+		pin_may_dispatch(req, req->pool));
 }
 
 static struct request *first_dispatchable(struct pool *p)
@@ -274,12 +279,13 @@ void pool_owner_kick(struct request_owner *o)
 	struct request *req;
 	struct server *s;
 
+	pin_owner_kick(o);
 	for (;;) {
 		if (o->n_state[REQ_QUEUED] == 0)
 			return;
 		TAILQ_FOREACH(req, &o->requests, client_link)
 			if (req->state == REQ_QUEUED && req->wait_server == NULL &&
-			    !req->select_waiting)
+			    !req->select_waiting && req->pin == NULL)
 				break;
 		if (req == NULL || !may_dispatch(req) ||
 		    (s = TAILQ_FIRST(&req->pool->idle)) == NULL)
@@ -347,6 +353,8 @@ void pool_submit(struct request *req)
 	struct server *s;
 	struct server *sticky = sticky_target(req);
 
+	if (req->pin_note != NULL && (req->pin != NULL || p != NULL) && pin_submit(req, p))
+		return;	 /* load-balanced: runs on (or waits for) a pinned connection */
 	if (p == NULL) { /* replica set: no member for it yet */
 		if (request_count(REQ_QUEUED) >= g.cfg.max_queue)
 			refuse_queue_full(req);
@@ -581,7 +589,10 @@ static void expire_waiting(struct pool *p, uint64_t now)
 		if (now - req->enqueued_usec <= limit)
 			continue;
 		pool_unqueue(req);
-		pool_refuse_timeout(req);
+		if (pin_blocked(req))
+			pin_refuse_timeout(req); /* load-balanced: no pin came free */
+		else
+			pool_refuse_timeout(req);
 	}
 }
 
@@ -599,7 +610,8 @@ static void expire_servers(struct pool *p, uint64_t now)
 				     g.cfg.connect_timeout_ms);
 	if (query_limit)
 		TAILQ_FOREACH_SAFE(s, &p->active, link, tmp)
-			if (now - s->exchange_started_usec > query_limit) {
+			if ((s->pin == NULL || s->req != NULL) &&
+			    now - s->exchange_started_usec > query_limit) {
 				STAT_INC(query_timeouts);
 				server_close(
 				    s, MP_ERR(NETWORK_TIMEOUT),

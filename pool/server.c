@@ -25,6 +25,7 @@
 #include "pool/auth.h"
 #include "pool/backend_compress.h"
 #include "pool/backend_tls.h"
+#include "pool/pin.h"
 #include "pool/pool.h"
 #include "pool/select.h"
 #include "pool/sticky.h"
@@ -169,6 +170,10 @@ void server_release(struct server *s)
 	s->expect_response_to = 0;
 	s->flush_then_release = false;
 	s->exchanges++;
+	if (s->pin != NULL) {
+		pin_after_exchange(s); /* load-balanced pin: next, stay or release */
+		return;
+	}
 	sticky_release(s);
 }
 
@@ -195,6 +200,7 @@ void server_close(struct server *s, int code, const char *codename, const char *
 		req->server = NULL;
 		req->ops->network_error(req, code, codename, reason);
 	}
+	pin_server_closed(s);
 	sticky_server_closed(s);
 	if (was_connecting)
 		pool_connect_failed(s->pool, code, codename, reason);

@@ -47,6 +47,7 @@
 #include "core/evpool.h"
 #include "core/xalloc.h"
 #include "proxy/janitor.h"
+#include "pool/pin.h"
 #include "pool/pool.h"
 #include "pool/select.h"
 #include "pool/sticky.h"
@@ -193,6 +194,7 @@ void client_close(struct client *c, const char *fmt, ...)
 		client_info(c, "closing: %s", reason);
 	awaithello_client_closed(c);
 	request_owner_abandon_all(&c->owner); /* each request's abandon callback */
+	pin_owner_closed(&c->owner);	      /* LB pins: kill/abort on the pinned connection */
 	cursor_client_closed(c->id);	      /* kills its open cursors on the backend */
 	sticky_owner_closed(&c->owner);
 	sbuf_close(&c->sb);

@@ -24,6 +24,7 @@
 #include "core/evpool.h"
 #include "core/xalloc.h"
 #include "pool/batch.h"
+#include "pool/pin.h"
 #include "pool/pool.h"
 #include "pool/select.h"
 #include "proxy/admin.h"
@@ -90,6 +91,8 @@ static void handle_hello(struct client *c, struct request *req, const bson_t *bo
 	struct pool *p = pool_target();
 
 	req->hello_cmd = bson_copy(body);
+	if (!c->hello_seen)
+		pin_note_hello(&c->owner, body); /* loadBalanced: true (pool/pin.c) */
 	if (awaithello_take(c, req, (flags & MSG_EXHAUST_ALLOWED) != 0))
 		return; /* awaitable: held, streamed or refused there */
 	if (p->info.known) {
@@ -175,6 +178,7 @@ static void forward(struct client *c, struct evbuffer **bufp, uint8_t *data, siz
 {
 	size_t newlen;
 
+	pin_route(req, &m->body, ri->in_txn); /* load-balanced clients (pool/pin.c) */
 	if (ri->cursor_op && cursor_admit(req, m))
 		return; /* not this client's cursor: answered by proxy/cursor.c */
 	newlen = wire_msg_prepare_forward(data, len);

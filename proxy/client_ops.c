@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 
+#include "pool/pin.h"
 #include "pool/server.h"
 #include "proxy/client_compress.h"
 #include "proxy/cursor.h"
@@ -81,7 +82,8 @@ static void reply(struct server *s, struct request *req, struct evbuffer *buf, u
 		server_release(s);
 		return;
 	}
-	if (cursor_on_reply(req, m)) { /* cursor table; true: it answered the client */
+	pin_on_reply(s, req, &m->body); /* load-balanced pins (pool/pin.c) */
+	if (cursor_on_reply(req, m)) {	/* cursor table; true: it answered the client */
 		server_release(s);
 		return;
 	}
@@ -104,6 +106,8 @@ static void release(struct request *req)
 	release_held(req);
 	cursor_note_free(req->cursor);
 	req->cursor = NULL;
+	pin_note_free(req->pin_note);
+	req->pin_note = NULL;
 }
 
 const struct request_ops client_request_ops = {

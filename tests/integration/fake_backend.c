@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "fake_pin.h"
 #include "harness.h"
 
 static const struct {
@@ -179,6 +180,8 @@ static void hello_reply(struct fake *f, const struct fake_cfg *cfg, bson_t *out)
 	BSON_APPEND_INT32(out, "maxMessageSizeBytes", 48000000);
 	BSON_APPEND_INT32(out, "maxWriteBatchSize", cfg->max_write_batch);
 	BSON_APPEND_INT32(out, "connectionId", f->next_serial);
+	if (cfg->session_minutes > 0)
+		BSON_APPEND_INT32(out, "logicalSessionTimeoutMinutes", cfg->session_minutes);
 	BSON_APPEND_DOUBLE(out, "ok", 1.0);
 }
 
@@ -354,7 +357,11 @@ static bool fake_handle(struct fake *f, int ci, const uint8_t *msg, size_t len)
 		return keep;
 	}
 
-	normal_reply(&cmd, name, coll, c->serial, &reply);
+	bson_init(&reply);
+	if (!fake_pin_reply(c->serial, &cmd, name, coll, &reply)) { /* fake_pin.c */
+		bson_destroy(&reply);
+		normal_reply(&cmd, name, coll, c->serial, &reply);
+	}
 	if (flags & H_MSG_MORE_TO_COME) {
 		/* No reply is due. Like FerretDB, answer anyway if asked to. */
 		if (cfg.mtc == MTC_IMMEDIATE) {

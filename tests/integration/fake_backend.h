@@ -53,6 +53,7 @@ struct fake_cfg {
 	bool hello_error;	  /* answer the hello with {ok: 0} */
 	enum mtc_reply mtc;	  /* replies to moreToCome messages */
 	enum fault default_fault; /* for commands without an f_ name */
+	int session_minutes;	  /* > 0: logicalSessionTimeoutMinutes in the hello */
 };
 
 struct fconn {

@@ -2,9 +2,11 @@
  * test_compress_drivers.c — real drivers with wire compression through the
  * proxy to a FerretDB of its own (scripts/backend.sh start ferretdb DIR):
  * pymongo 4.20 with compressors=snappy, zlib and zstd
- * (tests/drivers/compress_pymongo.py) and the Node.js driver with zlib
- * (tests/drivers/compress_node.js; its snappy/zstd need optional native
- * packages the suite does not install). Each script compares every result
+ * (tests/drivers/compress_pymongo.py) and the Node.js driver with snappy,
+ * zlib and zstd (tests/drivers/compress_node.js; snappy and zstd are the
+ * driver's optional packages `snappy` and `@mongodb-js/zstd`, installed by
+ * tests/drivers/install.sh, the zstd add-on built against the system libzstd
+ * by tests/drivers/build-zstd-addon.sh). Each script compares every result
  * with the same workload run directly and checks the proxy's per-algorithm
  * counters moved in both directions; it exits non-zero otherwise.
  *
@@ -115,22 +117,21 @@ Test(compress_drivers, pymongo_and_node_through_proxy, .timeout = 900)
 	{
 		/* node: MONGOPLEX_NODE, the one tests/drivers/install.sh puts
 		 * beside the modern drivers, else the first on PATH. */
-		const char *const with_env[] = {"/usr/bin/env",
-						"node",
-						MP_SOURCE_DIR "/tests/drivers/compress_node.js",
-						p->uri,
-						f.uri,
-						"zlib",
-						NULL};
+		const char *const with_env[] = {
+		    "/usr/bin/env", "node", MP_SOURCE_DIR "/tests/drivers/compress_node.js",
+		    p->uri,	    f.uri,  "snappy",
+		    "zlib",	    "zstd", NULL};
 		const char *const direct[] = {node && *node ? node : bundled,
 					      MP_SOURCE_DIR "/tests/drivers/compress_node.js",
 					      p->uri,
 					      f.uri,
+					      "snappy",
 					      "zlib",
+					      "zstd",
 					      NULL};
 
 		run_script((node && *node) || access(bundled, X_OK) == 0 ? direct : with_env,
-			   "Node.js driver (zlib)");
+			   "Node.js driver (snappy, zlib, zstd)");
 	}
 	proxy_assert_alive(p, "after the drivers");
 	proxy_stop(p);

@@ -19,7 +19,8 @@ Subtests (tests/ops/opslib.py runner, one PASS/FAIL line each):
   drain_node           the same with the Node.js driver.
   lb_pymongo, lb_node  loadBalanced=true URIs: accepted (serviceId), cursors of
                        many batches identical to direct, 12 concurrent cursors
-                       on pool_size 2 all complete (no pinning starvation).
+                       each pinning a backend connection (pool_size 14) all
+                       complete; the starvation case is test_lb_pin.c.
 
 Run: MONGOPLEX_TEST_URI=... MONGOPLEX_BIN=... <pymongo4 venv>/bin/python
 tests/drivers/monitoring/test_monitoring.py [SUBTEST...]
@@ -310,10 +311,11 @@ def lb_docs(client, coll, n):
 
 def t_lb_pymongo():
     """loadBalanced=true: serviceId accepted (the driver refuses a hello
-    without it), cursors of many batches, identical to direct; more open
-    cursors than pool_size at once (the mongobetween pinning starvation):
-    all complete, none deadlocks."""
-    p = proxy("lb-py", pool_size=2)
+    without it), cursors of many batches, identical to direct; 12 cursors
+    open at once, each pinning a backend connection (pool_size 14 leaves
+    room for 13 pins): all complete. The starvation case (more cursors than
+    pool_size) is tests/integration/test_lb_pin.c."""
+    p = proxy("lb-py", pool_size=14)
     c = pymongo.MongoClient(lb_uri(p), serverSelectionTimeoutMS=10000, socketTimeoutMS=60000)
     direct = pymongo.MongoClient(backend_uri(), serverSelectionTimeoutMS=10000)
     coll = lb_docs(c, "lb_py", 200)
@@ -321,7 +323,7 @@ def t_lb_pymongo():
     via = list(coll.find({}, batch_size=7).sort("_id", 1))
     dir_ = list(direct.mp_monitor.lb_py.find({}, batch_size=7).sort("_id", 1))
     check_eq(via, dir_, "200 documents in batches of 7 through the proxy vs direct")
-    # 12 cursors open at once on pool_size 2, each read one batch at a time, interleaved.
+    # 12 cursors open at once, each read one batch at a time, interleaved.
     curs = [coll.find({}, batch_size=5).sort("_id", 1) for _ in range(12)]
     got = [[] for _ in curs]
     for _ in range(45):
@@ -346,23 +348,25 @@ def t_lb_pymongo():
         t.start()
     for t in ts:
         t.join(120)
-    check(not any(t.is_alive() for t in ts), "concurrent cursors deadlocked (pool_size 2)")
+    check(not any(t.is_alive() for t in ts), "concurrent cursors deadlocked")
     check_eq(errs, [], "errors of concurrent cursors")
     check_eq(results, [200] * 12, "documents per concurrent cursor")
     st = p.stats()
-    print("FIGURES lb_pymongo cursors=25 pool_size=2 backend_connects=%s cursor_requests=%s"
-          % (st["pools"][0]["connectsOk"], st["counters"]["cursor_requests"]), flush=True)
-    check(st["pools"][0]["connectsOk"] <= 2, "more backend connections than pool_size")
+    print("FIGURES lb_pymongo cursors=25 pool_size=14 backend_connects=%s cursor_requests=%s "
+          "lb_pins_opened=%s" % (st["pools"][0]["connectsOk"], st["counters"]["cursor_requests"],
+                                 st["counters"].get("lb_pins_opened")), flush=True)
+    check(st["pools"][0]["connectsOk"] <= 14, "more backend connections than pool_size")
+    check(st["counters"].get("lb_pins_opened", 0) >= 12, "the cursors did not pin")
     c.close()
     direct.close()
 
 
 def t_lb_node():
-    p = proxy("lb-node", pool_size=2)
+    p = proxy("lb-node", pool_size=14)
     out = run_node("lb", lb_uri(p), backend_uri())
     print("FIGURES lb_node %s" % json.dumps(out), flush=True)
     check_eq(out["same_as_direct"], True, "200 documents in batches of 7, proxy vs direct")
-    check_eq(out["concurrent_counts"], [200] * 12, "12 concurrent cursors on pool_size 2")
+    check_eq(out["concurrent_counts"], [200] * 12, "12 concurrent cursors")
     check_eq(out["errors"], [], "errors")
 
 

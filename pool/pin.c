@@ -1,0 +1,641 @@
+/*
+ * pin.c — load-balanced mode: cursors and transactions pinned to one
+ * backend connection, bounded per client and per pool (rules in pin.h).
+ *
+ *   LB client's find ─▶ pin_route (PIN_OP_OPEN|WANT) ─▶ pool_submit ─▶ pin_submit
+ *        bounds allow a new pin ─▶ the pool's ordinary path; pin_started
+ *                                  pins the server that runs it
+ *        client at lb_max_pinned_per_client ─▶ queued on its least busy pin
+ *        pool at pool_size - 1 pins, client has none ─▶ pool queue, skipped
+ *                                  (pin_may_dispatch) until a pin ends
+ *   reply ─▶ pin_on_reply: cursor id != 0 kept, id 0 / 43 / killed / txn
+ *            end dropped ─▶ server_release ─▶ pin_after_exchange: next
+ *            waiter, stay pinned (idle), or release to the pool when empty
+ *   getMore / txn command ─▶ pin_route finds the pin ─▶ its queue
+ */
+#include "pool/pin.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/errors.h"
+#include "core/globals.h"
+#include "core/log.h"
+#include "core/stats.h"
+#include "core/wire.h"
+#include "core/xalloc.h"
+#include "pool/pool.h"
+#include "pool/server.h"
+#include "pool/sticky.h"
+
+/* One thing a pin holds: a cursor (id, ns) or a transaction (lsid, txn). */
+struct pin_item {
+	bool txn;
+	int64_t id; /* cursor id, or txnNumber */
+	char *ns;   /* cursor: "db.coll" */
+	bson_t *lsid;
+};
+
+/* A pinned connection. Rules: on `all` while it exists; on its owner's
+ * `pins` while the owner is there (owner NULL: its client closed, the
+ * cleanup requests run, then it is freed); `server->pin` points back. */
+struct pin {
+	TAILQ_ENTRY(pin) owner_link;
+	TAILQ_ENTRY(pin) all_link;
+	struct request_owner *owner;
+	uint64_t owner_id;
+	struct server *server;
+	struct pin_item *items;
+	int nitems, cap;
+	struct request_queue waiting; /* REQ_QUEUED, req->pin == this */
+	bool held;		      /* has held a cursor or transaction (counted) */
+};
+
+TAILQ_HEAD(pin_list, pin);
+static struct pin_list all = TAILQ_HEAD_INITIALIZER(all);
+static int npins;
+
+int pin_count(void)
+{
+	return npins;
+}
+
+int pin_pool_count(const struct pool *p)
+{
+	const struct pin *pin;
+	int n = 0;
+
+	TAILQ_FOREACH(pin, &all, all_link)
+		if (pin->server->pool == p)
+			n++;
+	return n;
+}
+
+/* ---- reading commands and replies ------------------------------------ */
+
+void pin_note_hello(struct request_owner *o, const bson_t *hello)
+{
+	bson_iter_t it;
+
+	if (bson_iter_init_find(&it, hello, "loadBalanced") && bson_iter_as_bool(&it))
+		o->load_balanced = true;
+}
+
+static bool read_int64(const bson_iter_t *it, int64_t *v)
+{
+	if (!BSON_ITER_HOLDS_INT64(it) && !BSON_ITER_HOLDS_INT32(it) && !BSON_ITER_HOLDS_DOUBLE(it))
+		return false;
+	*v = bson_iter_as_int64(it);
+	return true;
+}
+
+static bool opens_cursor(const char *cmd)
+{
+	static const char *const names[] = {"find", "aggregate", "listCollections", "listIndexes",
+					    NULL};
+
+	for (int i = 0; names[i] != NULL; i++)
+		if (strcasecmp(cmd, names[i]) == 0)
+			return true;
+	return false;
+}
+
+static void read_txn(struct pin_note *n, const bson_t *body)
+{
+	bson_iter_t it;
+	const uint8_t *data;
+	uint32_t len;
+
+	if (bson_iter_init_find(&it, body, "lsid") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+		bson_iter_document(&it, &len, &data);
+		n->lsid = bson_new_from_data(data, len);
+	}
+	if (bson_iter_init_find(&it, body, "txnNumber") && !read_int64(&it, &n->txn_number))
+		n->txn_number = 0;
+	if (bson_iter_init_find(&it, body, "startTransaction") && bson_iter_as_bool(&it))
+		n->op |= PIN_OP_TXN_START | PIN_OP_WANT;
+}
+
+/* The first cursor id of a getMore (its value) or killCursors (`cursors`). */
+static bool first_cursor(const char *cmd, const bson_t *body, int64_t *id)
+{
+	bson_iter_t it, arr;
+
+	if (strcasecmp(cmd, "getMore") == 0)
+		return bson_iter_init(&it, body) && bson_iter_next(&it) && read_int64(&it, id);
+	return bson_iter_init_find(&it, body, "cursors") && BSON_ITER_HOLDS_ARRAY(&it) &&
+	       bson_iter_recurse(&it, &arr) && bson_iter_next(&arr) && read_int64(&arr, id);
+}
+
+static bool same_lsid(const bson_t *a, const bson_t *b)
+{
+	return a != NULL && b != NULL && a->len == b->len &&
+	       memcmp(bson_get_data(a), bson_get_data(b), a->len) == 0;
+}
+
+static struct pin *find_pin(const struct request_owner *o, const struct pin_note *n, bool txn)
+{
+	struct pin *pin;
+
+	TAILQ_FOREACH(pin, &o->pins, owner_link)
+		for (int i = 0; i < pin->nitems; i++) {
+			const struct pin_item *it = &pin->items[i];
+
+			if (txn && it->txn && it->id == n->txn_number &&
+			    same_lsid(it->lsid, n->lsid))
+				return pin;
+			if (!txn && !it->txn && it->id == n->cursor)
+				return pin;
+		}
+	return NULL;
+}
+
+void pin_route(struct request *req, const bson_t *body, bool in_txn)
+{
+	struct request_owner *o = req->owner;
+	struct pin_note *n;
+
+	if (o == NULL || !o->load_balanced || req->more_to_come)
+		return;
+	n = xcalloc(1, sizeof(*n));
+	req->pin_note = n;
+	if (in_txn) {
+		read_txn(n, body);
+		if (strcasecmp(req->cmd, "commitTransaction") == 0 ||
+		    strcasecmp(req->cmd, "abortTransaction") == 0)
+			n->op |= PIN_OP_TXN_END;
+		if (!(n->op & PIN_OP_TXN_START))
+			req->pin = find_pin(o, n, true);
+	}
+	if (strcasecmp(req->cmd, "getMore") == 0 || strcasecmp(req->cmd, "killCursors") == 0) {
+		if (first_cursor(req->cmd, body, &n->cursor)) {
+			n->op |=
+			    req->cmd[0] == 'g' || req->cmd[0] == 'G' ? PIN_OP_GETMORE : PIN_OP_KILL;
+			if (req->pin == NULL)
+				req->pin = find_pin(o, n, false);
+		}
+	} else if (opens_cursor(req->cmd)) {
+		n->op |= PIN_OP_OPEN;
+		if (req->pin == NULL)
+			n->op |= PIN_OP_WANT;
+	}
+	if (req->pin != NULL)
+		n->op &= ~(unsigned)PIN_OP_WANT;
+}
+
+void pin_note_free(struct pin_note *n)
+{
+	if (n == NULL)
+		return;
+	if (n->lsid != NULL)
+		bson_destroy(n->lsid);
+	free(n);
+}
+
+/* ---- bounds ---------------------------------------------------------- */
+
+static bool wants(const struct request *req)
+{
+	return req->pin == NULL && req->pin_note != NULL && (req->pin_note->op & PIN_OP_WANT);
+}
+
+static bool pool_room(const struct pool *p)
+{
+	return pin_pool_count(p) < g.cfg.pool_size - 1;
+}
+
+static bool owner_room(const struct request_owner *o)
+{
+	return o->n_pins < g.cfg.lb_max_pinned_per_client;
+}
+
+bool pin_may_dispatch(const struct request *req, const struct pool *p)
+{
+	return !wants(req) || req->owner == NULL || (pool_room(p) && owner_room(req->owner));
+}
+
+bool pin_blocked(const struct request *req)
+{
+	return wants(req) && req->owner != NULL && req->pool != NULL &&
+	       !pin_may_dispatch(req, req->pool);
+}
+
+void pin_refuse_timeout(struct request *req)
+{
+	char msg[400];
+
+	STAT_INC(lb_pin_refusals);
+	snprintf(msg, sizeof(msg),
+		 "mongoplex: load-balanced %s needs a backend connection of its own and %d of "
+		 "%s's pool_size = %" PRId64 " connections are pinned (at most pool_size - 1; "
+		 "lb_max_pinned_per_client = %" PRId64 "); waited queue_timeout_ms = %" PRId64
+		 " ms, retry later",
+		 (req->pin_note->op & PIN_OP_TXN_START) ? "transaction" : "cursor",
+		 pin_pool_count(req->pool), pool_name(req->pool), g.cfg.pool_size,
+		 g.cfg.lb_max_pinned_per_client, g.cfg.queue_timeout_ms);
+	req->ops->error(req, MP_ERR(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED), msg,
+			MP_ERR_LABELS(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED));
+}
+
+/* ---- the pin's queue ------------------------------------------------- */
+
+static bool server_free(const struct server *s)
+{
+	return s->req == NULL && s->fence_id == 0 && s->state == SV_ACTIVE;
+}
+
+static void enqueue(struct pin *pin, struct request *req)
+{
+	req->pin = pin;
+	req->pool = pin->server->pool;
+	req->enqueued_usec = g.now_usec;
+	request_set_state(req, REQ_QUEUED, &pin->waiting);
+}
+
+bool pin_unqueue(struct request *req)
+{
+	if (req->pin == NULL || req->queue != &req->pin->waiting)
+		return false;
+	request_set_state(req, REQ_NEW, NULL);
+	return true;
+}
+
+/* Run the pin's first waiter that may go; false: none. */
+static bool run_next(struct pin *pin)
+{
+	struct request *req;
+
+	TAILQ_FOREACH(req, &pin->waiting.list, queue_link)
+		if (request_owner_may_dispatch(req->owner)) {
+			pool_dispatch(pin->server, req);
+			return true;
+		}
+	return false;
+}
+
+/* The client's pin with the fewest waiters. */
+static struct pin *least_busy(const struct request_owner *o)
+{
+	struct pin *pin, *best = NULL;
+
+	TAILQ_FOREACH(pin, &o->pins, owner_link)
+		if (best == NULL || pin->waiting.n + (pin->server->req != NULL) <
+					best->waiting.n + (best->server->req != NULL))
+			best = pin;
+	return best;
+}
+
+bool pin_submit(struct request *req, struct pool *p)
+{
+	struct pin *pin = req->pin;
+
+	if (pin == NULL && wants(req) && req->owner != NULL && req->owner->n_pins > 0 &&
+	    (!owner_room(req->owner) || !pool_room(p))) {
+		pin = least_busy(req->owner); /* at a bound: share one of its own pins */
+		req->pin_note->op &= ~(unsigned)PIN_OP_WANT;
+		STAT_INC(lb_pin_shared);
+	}
+	if (pin == NULL) {
+		if (wants(req) && !pin_may_dispatch(req, p))
+			STAT_INC(lb_pin_waits);
+		return false;
+	}
+	enqueue(pin, req);
+	if (server_free(pin->server))
+		run_next(pin);
+	return true;
+}
+
+void pin_owner_kick(struct request_owner *o)
+{
+	struct pin *pin;
+
+	TAILQ_FOREACH(pin, &o->pins, owner_link)
+		if (server_free(pin->server))
+			run_next(pin);
+}
+
+/* ---- pins ------------------------------------------------------------- */
+
+void pin_started(struct server *s, struct request *req)
+{
+	struct pin *pin;
+
+	if (!wants(req) || req->owner == NULL || s->pin != NULL)
+		return;
+	pin = xcalloc(1, sizeof(*pin));
+	pin->owner = req->owner;
+	pin->owner_id = req->owner->id;
+	pin->server = s;
+	REQUEST_QUEUE_INIT(&pin->waiting);
+	TAILQ_INSERT_TAIL(&all, pin, all_link);
+	TAILQ_INSERT_TAIL(&req->owner->pins, pin, owner_link);
+	req->owner->n_pins++;
+	npins++;
+	s->pin = pin;
+	req->pin = pin;
+	req->pin_note->op &= ~(unsigned)PIN_OP_WANT;
+	server_debug(s, "pinned to C-%" PRIu64 " (%d pins)", pin->owner_id, req->owner->n_pins);
+}
+
+static void item_add(struct pin *pin, bool txn, int64_t id, const char *ns, const bson_t *lsid)
+{
+	struct pin_item *it;
+
+	if (pin->nitems == pin->cap) {
+		pin->cap = pin->cap ? pin->cap * 2 : 4;
+		pin->items = xrealloc(pin->items, sizeof(*pin->items) * (size_t)pin->cap);
+	}
+	it = &pin->items[pin->nitems++];
+	it->txn = txn;
+	it->id = id;
+	it->ns = ns != NULL ? xstrdup(ns) : NULL;
+	it->lsid = lsid != NULL ? bson_copy(lsid) : NULL;
+	if (!pin->held) {
+		pin->held = true;
+		STAT_INC(lb_pins_opened);
+	}
+}
+
+static void item_del(struct pin *pin, int i)
+{
+	free(pin->items[i].ns);
+	if (pin->items[i].lsid != NULL)
+		bson_destroy(pin->items[i].lsid);
+	pin->items[i] = pin->items[--pin->nitems];
+}
+
+static void drop_cursor(struct pin *pin, int64_t id)
+{
+	for (int i = 0; i < pin->nitems; i++)
+		if (!pin->items[i].txn && pin->items[i].id == id) {
+			item_del(pin, i);
+			return;
+		}
+}
+
+static void drop_txn(struct pin *pin, const bson_t *lsid)
+{
+	for (int i = pin->nitems - 1; i >= 0; i--)
+		if (pin->items[i].txn && same_lsid(pin->items[i].lsid, lsid))
+			item_del(pin, i);
+}
+
+/* killCursors reply: every id it names (killed, not found, unknown). */
+static void drop_killed(struct pin *pin, const bson_t *body)
+{
+	static const char *const keys[] = {"cursorsKilled", "cursorsNotFound", "cursorsUnknown"};
+	bson_iter_t it, arr;
+	int64_t id;
+
+	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+		if (bson_iter_init_find(&it, body, keys[k]) && BSON_ITER_HOLDS_ARRAY(&it) &&
+		    bson_iter_recurse(&it, &arr))
+			while (bson_iter_next(&arr))
+				if (read_int64(&arr, &id))
+					drop_cursor(pin, id);
+}
+
+/* Top-level ok/code and cursor {id, ns} of a reply. */
+struct reply_info {
+	bool ok, have_cursor;
+	int32_t code;
+	int64_t id;
+	const char *ns;
+};
+
+static void read_reply(const bson_t *body, struct reply_info *r)
+{
+	bson_iter_t it, sub;
+
+	memset(r, 0, sizeof(*r));
+	if (bson_iter_init_find(&it, body, "ok"))
+		r->ok = bson_iter_as_bool(&it);
+	if (bson_iter_init_find(&it, body, "code") && BSON_ITER_HOLDS_INT32(&it))
+		r->code = bson_iter_int32(&it);
+	if (!bson_iter_init_find(&it, body, "cursor") || !BSON_ITER_HOLDS_DOCUMENT(&it) ||
+	    !bson_iter_recurse(&it, &sub))
+		return;
+	while (bson_iter_next(&sub)) {
+		if (strcmp(bson_iter_key(&sub), "id") == 0)
+			r->have_cursor = read_int64(&sub, &r->id);
+		else if (strcmp(bson_iter_key(&sub), "ns") == 0 && BSON_ITER_HOLDS_UTF8(&sub))
+			r->ns = bson_iter_utf8(&sub, NULL);
+	}
+}
+
+static void queue_kill(struct pin *pin, int64_t id, const char *ns);
+
+void pin_on_reply(struct server *s, struct request *req, const bson_t *body)
+{
+	struct pin *pin = s->pin;
+	struct pin_note *n = req->pin_note;
+	struct reply_info r;
+
+	if (pin == NULL || n == NULL || req->pin != pin)
+		return;
+	read_reply(body, &r);
+	if ((n->op & PIN_OP_OPEN) && r.ok && r.have_cursor && r.id != 0) {
+		item_add(pin, false, r.id, r.ns, NULL);
+		if (pin->owner == NULL) /* its client left meanwhile */
+			queue_kill(pin, r.id, r.ns);
+	}
+	if ((n->op & PIN_OP_GETMORE) && ((r.ok && r.have_cursor && r.id == 0) || r.code == 43))
+		drop_cursor(pin, n->cursor);
+	if ((n->op & PIN_OP_KILL) && r.ok)
+		drop_killed(pin, body);
+	if ((n->op & PIN_OP_TXN_START) && n->lsid != NULL) {
+		drop_txn(pin, n->lsid); /* the session's previous transaction */
+		item_add(pin, true, n->txn_number, NULL, n->lsid);
+	}
+	if ((n->op & PIN_OP_TXN_END) && n->lsid != NULL)
+		drop_txn(pin, n->lsid);
+}
+
+static void pin_free(struct pin *pin)
+{
+	if (pin->owner != NULL) {
+		TAILQ_REMOVE(&pin->owner->pins, pin, owner_link);
+		pin->owner->n_pins--;
+	}
+	TAILQ_REMOVE(&all, pin, all_link);
+	npins--;
+	pin->server->pin = NULL;
+	while (pin->nitems > 0)
+		item_del(pin, pin->nitems - 1);
+	free(pin->items);
+	free(pin);
+}
+
+/* Off the pin, in order, staged in REQ_NEW on a local list. */
+static void take_waiters(struct pin *pin, struct request_list *moved)
+{
+	struct request *req;
+
+	while ((req = TAILQ_FIRST(&pin->waiting.list)) != NULL) {
+		request_set_state(req, REQ_NEW, NULL);
+		req->pin = NULL;
+		if (req->pin_note != NULL && (req->pin_note->op & PIN_OP_OPEN))
+			req->pin_note->op |= PIN_OP_WANT; /* shared one: wants its own again */
+		TAILQ_INSERT_TAIL(moved, req, queue_link);
+	}
+}
+
+void pin_after_exchange(struct server *s)
+{
+	struct pin *pin = s->pin;
+	struct request_list moved = TAILQ_HEAD_INITIALIZER(moved);
+	struct request *req;
+
+	if (pin->nitems > 0 || pin->owner == NULL) {
+		if (run_next(pin))
+			return;
+		if (pin->owner != NULL || pin->waiting.n > 0) {
+			s->idle_since_usec = g.now_usec; /* pinned, idle */
+			return;
+		}
+	}
+	server_debug(s, "unpinned from C-%" PRIu64, pin->owner_id);
+	take_waiters(pin, &moved);
+	pin_free(pin);
+	sticky_release(s); /* back to the pool */
+	while ((req = TAILQ_FIRST(&moved)) != NULL) {
+		TAILQ_REMOVE(&moved, req, queue_link);
+		pool_submit(req);
+	}
+}
+
+void pin_server_closed(struct server *s)
+{
+	struct pin *pin = s->pin;
+	struct request *req;
+
+	if (pin == NULL)
+		return;
+	while ((req = TAILQ_FIRST(&pin->waiting.list)) != NULL) {
+		request_set_state(req, REQ_NEW, NULL);
+		req->pin = NULL;
+		req->ops->network_error(req, MP_ERR(HOST_UNREACHABLE),
+					"the pinned backend connection closed");
+	}
+	pin_free(pin);
+}
+
+/* ---- client close: cleanup on the pinned connection -------------------- */
+
+static void cleanup_reply(struct server *s, struct request *req, struct evbuffer *buf,
+			  uint8_t *data, size_t len, const struct wire_msg *m)
+{
+	bson_iter_t it;
+
+	(void)buf;
+	(void)data;
+	(void)len;
+	if (!bson_iter_init_find(&it, &m->body, "ok") || !bson_iter_as_bool(&it))
+		server_info(s, "%s for a closed load-balanced client failed", req->cmd);
+	request_done(req);
+	server_release(s);
+}
+
+static void cleanup_failed(struct request *req, int code, const char *codename, const char *why)
+{
+	(void)code;
+	(void)codename;
+	log_info("%s for a closed load-balanced client not run: %s", req->cmd, why);
+	request_done(req);
+}
+
+static void cleanup_error(struct request *req, int code, const char *codename, const char *msg,
+			  const char *const *labels)
+{
+	(void)labels;
+	cleanup_failed(req, code, codename, msg);
+}
+
+static const struct request_ops cleanup_ops = {
+    .name = "lb-cleanup",
+    .reply = cleanup_reply,
+    .error = cleanup_error,
+    .network_error = cleanup_failed,
+    .abandon = request_abandon_default,
+};
+
+static void queue_cmd(struct pin *pin, bson_t *cmd, const char *name)
+{
+	struct request *req = request_new(NULL, &cleanup_ops);
+
+	req->msg = xevbuffer_new();
+	wire_append_msg(req->msg, 0, 0, 0, cmd);
+	snprintf(req->cmd, sizeof(req->cmd), "%s", name);
+	STAT_INC(lb_pin_cleanups);
+	enqueue(pin, req);
+}
+
+static void queue_kill(struct pin *pin, int64_t id, const char *ns)
+{
+	const char *dot = ns != NULL ? strchr(ns, '.') : NULL;
+	bson_t cmd, arr;
+	char db[256];
+
+	if (dot == NULL)
+		return; /* no namespace: left to time out */
+	snprintf(db, sizeof(db), "%.*s", (int)(dot - ns), ns);
+	bson_init(&cmd);
+	BSON_APPEND_UTF8(&cmd, "killCursors", dot + 1);
+	BSON_APPEND_ARRAY_BEGIN(&cmd, "cursors", &arr);
+	BSON_APPEND_INT64(&arr, "0", id);
+	bson_append_array_end(&cmd, &arr);
+	BSON_APPEND_UTF8(&cmd, "$db", db);
+	queue_cmd(pin, &cmd, "killCursors");
+	bson_destroy(&cmd);
+}
+
+static void queue_abort(struct pin *pin, const struct pin_item *it)
+{
+	bson_t cmd;
+
+	bson_init(&cmd);
+	BSON_APPEND_INT32(&cmd, "abortTransaction", 1);
+	BSON_APPEND_DOCUMENT(&cmd, "lsid", it->lsid);
+	BSON_APPEND_INT64(&cmd, "txnNumber", it->id);
+	BSON_APPEND_BOOL(&cmd, "autocommit", false);
+	BSON_APPEND_UTF8(&cmd, "$db", "admin");
+	queue_cmd(pin, &cmd, "abortTransaction");
+	bson_destroy(&cmd);
+}
+
+void pin_owner_closed(struct request_owner *o)
+{
+	struct pin *pin;
+
+	while ((pin = TAILQ_FIRST(&o->pins)) != NULL) {
+		TAILQ_REMOVE(&o->pins, pin, owner_link);
+		o->n_pins--;
+		pin->owner = NULL;
+		for (int i = 0; i < pin->nitems; i++) {
+			if (pin->items[i].txn)
+				queue_abort(pin, &pin->items[i]);
+			else
+				queue_kill(pin, pin->items[i].id, pin->items[i].ns);
+		}
+		server_info(pin->server,
+			    "load-balanced C-%" PRIu64 " closed: %d cleanup commands on its pinned "
+			    "connection",
+			    pin->owner_id, pin->waiting.n);
+		if (server_free(pin->server))
+			pin_after_exchange(pin->server);
+	}
+}
+
+bool pin_holds_cursor(uint64_t owner_id, int64_t id)
+{
+	const struct pin *pin;
+
+	TAILQ_FOREACH(pin, &all, all_link)
+		if (pin->owner_id == owner_id)
+			for (int i = 0; i < pin->nitems; i++)
+				if (!pin->items[i].txn && pin->items[i].id == id)
+					return true;
+	return false;
+}

@@ -1,0 +1,98 @@
+/*
+ * pin.h — load-balanced mode (specification load-balancers.md): a cursor or
+ * a transaction of a client that said loadBalanced: true in its hello runs
+ * on ONE backend connection for its whole life.
+ *
+ * Rules:
+ *  - A reply with a non-zero cursor id to a load-balanced client's
+ *    find/aggregate/list* pins the connection that ran it to the client; so
+ *    does a transaction's first command (lsid + txnNumber + startTransaction).
+ *    Every getMore/killCursors of that cursor and every command of that
+ *    transaction waits on the pin's own queue and runs there, one at a time.
+ *  - A pin ends when it holds nothing any more: cursor exhausted (id 0),
+ *    killed, gone on the backend (43 CursorNotFound: the cursor timed out),
+ *    transaction committed or aborted. The connection goes back to the pool.
+ *  - A pinned connection is SV_ACTIVE: no other request uses it.
+ *  - Bounds (the pool is never starved): at most lb_max_pinned_per_client
+ *    pins per client and at most pool_size - 1 pins per pool, so one
+ *    connection always serves everybody else. A command that needs a new pin
+ *    beyond the client's bound runs on one of the client's own pins (queued
+ *    behind its exchange there); one whose client has no pin while the pool's
+ *    pins are at pool_size - 1 waits in the pool's queue (skipped, keeping its
+ *    place) until a pin ends, and after queue_timeout_ms gets 462 with the
+ *    overload labels (nothing was sent: retrying is safe). Never a deadlock:
+ *    every waiter either gets a pin freed by an exchange that is running or
+ *    idle on a client's pin, or times out.
+ *  - The client closes: its waiting requests are dropped; the proxy kills
+ *    the pin's cursors and aborts its transactions ON the pinned connection,
+ *    then releases it. The backend closes a pinned connection: the requests
+ *    waiting on it fail with a network error (what a driver sees on a pinned
+ *    connection) and the pin ends.
+ *  - Only for load-balanced clients; others keep the ordinary routing.
+ */
+#pragma once
+
+#include <bson/bson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/list.h"
+#include "core/request.h"
+
+struct pool;
+struct server;
+
+/* What a request's reply does to its pin (struct pin_note: op bits). */
+enum {
+	PIN_OP_OPEN = 1,      /* may open a cursor: pins its connection */
+	PIN_OP_GETMORE = 2,   /* getMore of `cursor`: id 0 / 43 ends the cursor */
+	PIN_OP_KILL = 4,      /* killCursors: the ids killed leave the pin */
+	PIN_OP_TXN_START = 8, /* startTransaction: the transaction pins */
+	PIN_OP_TXN_END = 16,  /* commit/abortTransaction: the transaction ends */
+	PIN_OP_WANT = 32,     /* needs a connection of its own (a new pin) */
+};
+
+/* A load-balanced request's routing note (req->pin_note); freed with it. */
+struct pin_note {
+	unsigned op;
+	int64_t cursor; /* PIN_OP_GETMORE / KILL: the (first) cursor id */
+	bson_t *lsid;	/* transaction commands: the session id document */
+	int64_t txn_number;
+};
+
+/* The client's first hello: is it load-balanced? */
+void pin_note_hello(struct request_owner *o, const bson_t *hello);
+
+/* A load-balanced client's forwarded request: find its pin or note that it
+ * may need one. */
+void pin_route(struct request *req, const bson_t *body, bool in_txn);
+void pin_note_free(struct pin_note *n);
+
+/* pool_submit, `p` chosen: true when the request was taken (queued on or
+ * dispatched to a pin). */
+bool pin_submit(struct request *req, struct pool *p);
+/* May `req` be dispatched to a fresh connection of `p` now (pin bounds)? */
+bool pin_may_dispatch(const struct request *req, const struct pool *p);
+/* A waiting request held back only by the pool's pin bound: refuse it. */
+bool pin_blocked(const struct request *req);
+void pin_refuse_timeout(struct request *req);
+/* dispatch: `req` was started on `s` (creates its pin when it wants one). */
+void pin_started(struct server *s, struct request *req);
+/* A reply to `req` on `s`, before it goes to the client. */
+void pin_on_reply(struct server *s, struct request *req, const bson_t *body);
+/* server_release of a pinned server: next waiter, stay, or release. */
+void pin_after_exchange(struct server *s);
+/* `s` closes. */
+void pin_server_closed(struct server *s);
+/* Take `req` off its pin's queue; false: it is not on one. */
+bool pin_unqueue(struct request *req);
+/* o's output drained: run its pins' waiters. */
+void pin_owner_kick(struct request_owner *o);
+/* o's client closes (its requests were abandoned already). */
+void pin_owner_closed(struct request_owner *o);
+/* Is cursor `id` of client `owner_id` held (and killed) by a pin? */
+bool pin_holds_cursor(uint64_t owner_id, int64_t id);
+
+/* Gauges. */
+int pin_count(void);
+int pin_pool_count(const struct pool *p);
