@@ -396,15 +396,16 @@ static void fail_selection(struct request *req)
 {
 	static const char *const retry_write[] = {"RetryableWriteError", NULL};
 	struct rp rp;
-	char msg[300];
+	char msg[600];
 
 	parse_rp(req->read_pref, &rp);
 	STAT_INC(refused_no_member);
 	snprintf(msg, sizeof(msg),
 		 "mongoplex: no replica set member can serve read preference %s within %" PRId64
-		 " ms (serverSelectionTimeoutMS / queue_timeout_ms)",
+		 " ms (serverSelectionTimeoutMS / queue_timeout_ms)%s%s",
 		 req->read_pref == NULL ? "primary" : "in $readPreference",
-		 (int64_t)((g.now_usec - req->enqueued_usec) / 1000));
+		 (int64_t)((g.now_usec - req->enqueued_usec) / 1000),
+		 topology_srv()->error[0] ? ": " : "", topology_srv()->error);
 	req->ops->error(req, MP_ERR(FAILED_TO_SATISFY_READ_PREFERENCE), msg,
 			req->retryable_write ? retry_write : NULL);
 }
