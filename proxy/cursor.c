@@ -41,6 +41,7 @@
 #include "core/xalloc.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
+#include "proxy/cursor_read.h"
 #include "proxy/cursor_table.h"
 #include "proxy/proxy.h"
 #include "core/request.h"
@@ -48,74 +49,6 @@
 #include "core/wire.h"
 
 /* ---- reading commands and replies (top level only) ------------------ */
-
-/* A cursor id: int64, int32 or an integral double (what backends accept). */
-static bool id_value(const bson_iter_t *it, int64_t *id)
-{
-	double d;
-
-	switch (bson_iter_type(it)) {
-	case BSON_TYPE_INT64:
-		*id = bson_iter_int64(it);
-		return true;
-	case BSON_TYPE_INT32:
-		*id = bson_iter_int32(it);
-		return true;
-	case BSON_TYPE_DOUBLE:
-		d = bson_iter_double(it);
-		if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) ||
-		    (double)(int64_t)d != d)
-			return false;
-		*id = (int64_t)d;
-		return true;
-	default:
-		return false;
-	}
-}
-
-bool cursor_reply_cursor(const bson_t *body, int64_t *id, const char **ns)
-{
-	bson_iter_t it, sub;
-	bool have_id = false;
-
-	*ns = NULL;
-	if (!bson_iter_init_find(&it, body, "cursor") || !BSON_ITER_HOLDS_DOCUMENT(&it) ||
-	    !bson_iter_recurse(&it, &sub))
-		return false;
-	while (bson_iter_next(&sub)) {
-		const char *k = bson_iter_key(&sub);
-
-		if (!have_id && strcmp(k, "id") == 0)
-			have_id = id_value(&sub, id);
-		else if (*ns == NULL && strcmp(k, "ns") == 0 && BSON_ITER_HOLDS_UTF8(&sub))
-			*ns = bson_iter_utf8(&sub, NULL);
-	}
-	return have_id;
-}
-
-static bool reply_ok(const bson_t *body, int32_t *code)
-{
-	bson_iter_t it;
-	bool ok = false, have_ok = false, have_code = false;
-
-	*code = 0;
-	if (!bson_iter_init(&it, body))
-		return false;
-	/* One pass (this runs on every reply); the first "ok" and "code" count. */
-	while ((!have_ok || !have_code) && bson_iter_next(&it)) {
-		const char *k = bson_iter_key(&it);
-
-		if (!have_ok && strcmp(k, "ok") == 0) {
-			ok = bson_iter_as_bool(&it);
-			have_ok = true;
-		} else if (!have_code && strcmp(k, "code") == 0) {
-			if (BSON_ITER_HOLDS_INT32(&it))
-				*code = bson_iter_int32(&it);
-			have_code = true;
-		}
-	}
-	return ok;
-}
 
 /* The fields of a getMore or killCursors, each present at most once. */
 struct cursor_cmd {
@@ -322,7 +255,7 @@ static void close_kill_reply(const struct cursor_note *n, const bson_t *body)
 {
 	int32_t code;
 
-	if (reply_ok(body, &code)) {
+	if (cursor_reply_ok(body, &code)) {
 		STAT_ADD(cursors_killed_on_close, (uint64_t)n->nids);
 		return;
 	}
@@ -371,7 +304,7 @@ static bool admit_getmore(struct request *req, const bson_t *body)
 		request_fail(req, MP_ERR(IDL_DUPLICATE_FIELD), err, NULL);
 		return true;
 	}
-	if (!id_value(&cc.first_it, &id)) {
+	if (!cursor_id_value(&cc.first_it, &id)) {
 		request_fail(req, MP_ERR(TYPE_MISMATCH),
 			     "mongoplex: getMore: the cursor id must be a 64-bit integer", NULL);
 		return true;
@@ -414,7 +347,7 @@ static bool split_ids(struct request *req, bson_iter_t *arr, const char *ns, str
 	while (bson_iter_next(&it)) {
 		int64_t id;
 
-		if (!id_value(&it, &id))
+		if (!cursor_id_value(&it, &id))
 			return false;
 		if (cursor_table_owner(id, ns) == req->owner->id) {
 			n->ids[n->nids++] = id;
@@ -524,46 +457,11 @@ bool cursor_admit(struct request *req, const struct wire_msg *m)
 /* ---- replies --------------------------------------------------------- */
 
 /* The backend's killCursors reply with the foreign ids in cursorsNotFound. */
-static void append_not_found(bson_t *doc, const bson_iter_t *orig, const struct cursor_note *n)
-{
-	bson_iter_t sub;
-	bson_t arr;
-	char kbuf[16];
-	const char *k;
-	uint32_t i = 0;
-
-	BSON_APPEND_ARRAY_BEGIN(doc, "cursorsNotFound", &arr);
-	if (orig != NULL && bson_iter_recurse(orig, &sub))
-		while (bson_iter_next(&sub)) {
-			bson_uint32_to_string(i++, &k, kbuf, sizeof(kbuf));
-			bson_append_value(&arr, k, -1, bson_iter_value(&sub));
-		}
-	for (int x = 0; x < n->nforeign; x++) {
-		bson_uint32_to_string(i++, &k, kbuf, sizeof(kbuf));
-		bson_append_int64(&arr, k, -1, n->foreign[x]);
-	}
-	bson_append_array_end(doc, &arr);
-}
-
 static void reply_kill_merged(struct request *req, const bson_t *body, const struct cursor_note *n)
 {
-	bson_iter_t it;
 	bson_t doc;
-	bool seen = false;
 
-	bson_init(&doc);
-	if (bson_iter_init(&it, body))
-		while (bson_iter_next(&it)) {
-			if (!seen && strcmp(bson_iter_key(&it), "cursorsNotFound") == 0 &&
-			    BSON_ITER_HOLDS_ARRAY(&it)) {
-				append_not_found(&doc, &it, n);
-				seen = true;
-			} else {
-				bson_append_iter(&doc, NULL, 0, &it);
-			}
-		}
-	if (!seen)
-		append_not_found(&doc, NULL, n);
+	cursor_merge_not_found(body, n->foreign, n->nforeign, &doc);
 	request_reply_doc(req, &doc);
 	bson_destroy(&doc);
 }
@@ -595,7 +493,7 @@ bool cursor_on_reply(struct request *req, const struct wire_msg *reply)
 		close_kill_reply(n, body);
 		return false;
 	}
-	ok = reply_ok(body, &code);
+	ok = cursor_reply_ok(body, &code);
 	have_cursor = cursor_reply_cursor(body, &id, &ns);
 	if (n != NULL && n->kind == NOTE_GETMORE && ((ok && have_cursor && id == 0) || code == 43))
 		cursor_table_forget(n->owner, n->ids[0], n->ns);
