@@ -14,6 +14,8 @@ import struct
 import sys
 import time
 
+import urllib.request
+
 import bson
 from pymongo import MongoClient
 from pymongo.errors import ServerSelectionTimeoutError
@@ -74,6 +76,20 @@ def good(port):
         seen.add(d["member"])
     check(seen <= {1, 2} and seen, "secondary reads landed on %r" % seen)
     print("OK secondary reads landed on members %s" % sorted(seen))
+    metrics = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % (port + 100),
+                                     timeout=10).read().decode()
+    for k, t in ((0, "RSPrimary"), (1, "RSSecondary"), (2, "RSSecondary")):
+        m = "m%d.rs.mongoplex.test:%d" % (k, 27017 + k)
+        line = 'mongoplex_member_info{member="%s",type="%s"} 1' % (m, t)
+        check(line in metrics.splitlines(), "/metrics lacks %s" % line)
+        for fam in ("member_rtt_seconds", "member_pool_size", "member_in_use",
+                    "member_queued"):
+            check(('mongoplex_%s{member="%s"} ' % (fam, m)) in metrics,
+                  "/metrics lacks mongoplex_%s for %s" % (fam, m))
+    check("mongodb+srv" not in metrics, "/metrics shows the SRV placeholder as a member")
+    print("OK /metrics: " + "; ".join(
+        ln for ln in metrics.splitlines()
+        if ln.startswith(("mongoplex_member_info", "mongoplex_member_rtt"))))
     st = db.command("srvMockStats")
     check(st["authDbs"] and set(st["authDbs"]) == {"authdb"},
           "saslStart databases %r (TXT authSource=authdb not applied)" % st["authDbs"])

@@ -88,6 +88,7 @@ listen_port = $2
 backend_uri = $3
 log_level = info
 pool_size = 4
+metrics_listen = 127.0.0.1:$(($2 + 100))
 EOF
   in_ns "$BIN" -c "$WORK/$1.ini" >"$WORK/$1.log" 2>&1 &
   PIDS+=($!)
