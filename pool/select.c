@@ -241,12 +241,26 @@ static int candidates(const struct readpref *rp, bool want_primary, bool want_se
 	return 0;
 }
 
+/* A sharded cluster (mongodb+srv:// naming mongoses): every mongos serves
+ * every request (it applies the $readPreference itself). */
+static int mongoses(struct pool **out)
+{
+	int n = 0;
+
+	for (int i = 0; i < pool_count(); i++)
+		if (type_now(pool_at(i)) == TOPO_MONGOS)
+			out[n++] = pool_at(i);
+	return n;
+}
+
 static struct pool *choose(const struct readpref *rp)
 {
 	struct pool *cand[TOPO_MAX_MEMBERS * 2];
 	struct pool *prim = primary();
 	int n;
 
+	if (prim == NULL && (n = mongoses(cand)) > 0)
+		return pick(cand, n);
 	switch (rp->mode) {
 	case READPREF_PRIMARY:
 		return prim;
@@ -408,7 +422,7 @@ bool select_any_usable(void)
 	for (int i = 0; i < pool_count(); i++) {
 		enum topo_type t = type_now(pool_at(i));
 
-		if (t == TOPO_PRIMARY || t == TOPO_SECONDARY)
+		if (t == TOPO_PRIMARY || t == TOPO_SECONDARY || t == TOPO_MONGOS)
 			return true;
 	}
 	return false;

@@ -5,6 +5,7 @@ namespace with pymongo (Debian python3-pymongo 3.11) and raw OP_MSG.
     /usr/bin/python3 srv_client.py good PORT       proxy of mongodb+srv://rs...
     /usr/bin/python3 srv_client.py nosrv PORT      proxy of a name without SRV
     /usr/bin/python3 srv_client.py wrongset PORT   TXT says replicaSet=rsX
+    /usr/bin/python3 srv_client.py mongos PORT     SRV lists two of three mongoses
 
 Prints "OK ..." lines; exits 1 with "FAIL: reason" on the first failure.
 """
@@ -124,9 +125,26 @@ def wrongset(port):
     expect_133(port, "TXT replicaSet=rsX, members of rs0")
 
 
+def mongos(port):
+    c = MongoClient("127.0.0.1", port, serverSelectionTimeoutMS=20000)
+    seen = set()
+    for _ in range(20):
+        d = c.test.srvq.find_one({"_id": 1})
+        check(d is not None, "find through the mongos SRV name")
+        seen.add(d["member"])
+    check(seen <= {0, 1}, "a mongos not in the SRV records served: %r" % seen)
+    metrics = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % (port + 100),
+                                     timeout=10).read().decode()
+    lines = [ln for ln in metrics.splitlines() if ln.startswith("mongoplex_member_info")]
+    want = ['mongoplex_member_info{member="m%d.sh.mongoplex.test:%d",type="Mongos"} 1'
+            % (k, 27020 + k) for k in (0, 1)]
+    check(sorted(lines) == sorted(want), "mongos members %r" % lines)
+    print("OK mongos: finds served by mongoses %s; members %s" % (sorted(seen), lines))
+
+
 def main():
     mode, port = sys.argv[1], int(sys.argv[2])
-    {"good": good, "nosrv": nosrv, "wrongset": wrongset}[mode](port)
+    {"good": good, "nosrv": nosrv, "wrongset": wrongset, "mongos": mongos}[mode](port)
 
 
 if __name__ == "__main__":

@@ -2,10 +2,11 @@
 """srv_mock.py — three mockupdb members of replica set "rs0" that require
 SCRAM-SHA-256 on one database, for srv_netns.sh (the mongodb+srv:// test).
 
-    /usr/bin/python3 srv_mock.py DOMAIN BASEPORT USER PASSWORD AUTHDB
+    /usr/bin/python3 srv_mock.py DOMAIN BASEPORT USER PASSWORD AUTHDB [--mongos]
 
 Member K (0..2) listens on 127.0.0.1:BASEPORT+K and calls itself
 mK.DOMAIN:BASEPORT+K in its hello ("me", "hosts"); member 0 is the primary.
+With --mongos the three are mongoses instead (hello msg: "isdbgrid").
 Prints "ready" once listening; serves until stdin reaches EOF.
 
   hello/isMaster  the replica-set view; saslSupportedMechs: [SCRAM-SHA-256]
@@ -56,9 +57,16 @@ def main():
     authed = set()
     next_id = [1]
     hosts = ["m%d.%s:%d" % (k, domain, base + k) for k in range(3)]
+    mongos = "--mongos" in sys.argv[6:]
 
     def hello_doc(k):
         now = datetime.datetime.now(datetime.timezone.utc)
+        if mongos:
+            return {"ismaster": True, "isWritablePrimary": True, "msg": "isdbgrid",
+                    "minWireVersion": 0, "maxWireVersion": 13,
+                    "maxBsonObjectSize": 16 * 1024 * 1024, "maxMessageSizeBytes": 48000000,
+                    "maxWriteBatchSize": 100000, "logicalSessionTimeoutMinutes": 30,
+                    "localTime": now, "saslSupportedMechs": ["SCRAM-SHA-256"]}
         return {"ismaster": k == 0, "isWritablePrimary": k == 0, "secondary": k != 0,
                 "setName": "rs0", "setVersion": 1, "hosts": hosts, "me": hosts[k],
                 "primary": hosts[0], "minWireVersion": 0, "maxWireVersion": 13,

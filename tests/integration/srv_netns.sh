@@ -10,6 +10,9 @@
 #   rs.mongoplex.test                   TXT "replicaSet=rs0&authSource=authdb"
 #   other.mongoplex.test                SRV m0..m2, TXT "replicaSet=rsX"
 #   nosrv.mongoplex.test                no SRV record (NXDOMAIN)
+#   _mongodb._tcp.sh.mongoplex.test     SRV m0, m1 of three mockupdb mongoses
+#                                       (a sharded cluster: the SRV list is
+#                                       the mongos list), TXT authSource
 #   m0..m2.rs.mongoplex.test            A 127.0.0.1
 # then srv_mock.py (three mockupdb members of rs0 requiring SCRAM on db
 # "authdb") and three proxies inside the namespace, and drives them with
@@ -54,12 +57,23 @@ ip netns exec "$NS" sh -c 'ip link add mpsa type veth peer name mpsb &&
   die "cannot make a veth pair in $NS"
 in_ns() { ip netns exec "$NS" "$@"; }
 
-# Members: 127.0.0.1:27017..27019 inside the namespace.
-coproc MOCK { exec ip netns exec "$NS" "$PY" "$HERE/srv_mock.py" rs.mongoplex.test 27017 \
-  mpuser mppass authdb 2>"$WORK/mock.err"; }
-PIDS+=("$MOCK_PID")
-read -r -t 20 line <&"${MOCK[0]}" || die "srv_mock.py did not start: $(tail -c 500 "$WORK/mock.err")"
-[[ "$line" == ready ]] || die "srv_mock.py said: $line"
+# A srv_mock.py inside the namespace, its stdin a FIFO this script holds open
+# (fd $4: it exits at EOF); waits for its "ready".
+start_mock() { # name domain baseport fd [--mongos]
+  mkfifo "$WORK/$1.in"
+  ip netns exec "$NS" "$PY" "$HERE/srv_mock.py" "$2" "$3" mpuser mppass authdb "${@:5}" \
+    <"$WORK/$1.in" >"$WORK/$1.out" 2>"$WORK/$1.err" &
+  PIDS+=($!)
+  eval "exec $4>\"\$WORK/$1.in\""
+  for _ in $(seq 200); do
+    grep -q '^ready' "$WORK/$1.out" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  die "srv_mock.py $1 did not start: $(tail -c 500 "$WORK/$1.err")"
+}
+# Replica set members 127.0.0.1:27017..27019; mongoses 27020..27022.
+start_mock rs rs.mongoplex.test 27017 7
+start_mock mongos sh.mongoplex.test 27020 8 --mongos
 
 D=rs.mongoplex.test
 args=(--no-daemon --port=53 --listen-address=127.0.0.1 --bind-interfaces --no-resolv
@@ -70,7 +84,10 @@ args=(--no-daemon --port=53 --listen-address=127.0.0.1 --bind-interfaces --no-re
   "--srv-host=_mongodb._tcp.other.mongoplex.test,m0.$D,27017"
   "--srv-host=_mongodb._tcp.other.mongoplex.test,m1.$D,27018"
   "--txt-record=other.mongoplex.test,replicaSet=rsX&authSource=authdb")
-for k in 0 1 2; do args+=("--host-record=m$k.$D,127.0.0.1"); done
+S=sh.mongoplex.test
+args+=("--srv-host=_mongodb._tcp.$S,m0.$S,27020" "--srv-host=_mongodb._tcp.$S,m1.$S,27021"
+  "--txt-record=$S,authSource=authdb")
+for k in 0 1 2; do args+=("--host-record=m$k.$D,127.0.0.1" "--host-record=m$k.$S,127.0.0.1"); done
 in_ns "$DNSMASQ" "${args[@]}" >"$WORK/dnsmasq.out" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 50); do
@@ -97,20 +114,22 @@ O="tls=false&heartbeatFrequencyMS=500"
 start_proxy good 27100 "mongodb+srv://mpuser:mppass@$D/?$O&serverSelectionTimeoutMS=10000"
 start_proxy nosrv 27101 "mongodb+srv://nosrv.mongoplex.test/?$O&serverSelectionTimeoutMS=2000"
 start_proxy wrongset 27102 "mongodb+srv://mpuser:mppass@other.mongoplex.test/?$O&serverSelectionTimeoutMS=2000"
-for p in 27100 27101 27102; do
+start_proxy mongos 27103 "mongodb+srv://mpuser:mppass@$S/?$O&serverSelectionTimeoutMS=10000"
+for p in 27100 27101 27102 27103; do
   for _ in $(seq 100); do
     in_ns bash -c "exec 3<>/dev/tcp/127.0.0.1/$p" 2>/dev/null && break
     sleep 0.1
   done
 done
 
-show_logs() { for f in good nosrv wrongset; do echo "--- $f.log"; tail -n 30 "$WORK/$f.log"; done; }
+show_logs() { for f in good nosrv wrongset mongos; do echo "--- $f.log"; tail -n 30 "$WORK/$f.log"; done; }
 run_client() {
   in_ns timeout 60 "$PY" "$HERE/srv_client.py" "$1" "$2" || { show_logs; die "srv_client.py $1"; }
 }
 run_client good 27100
 run_client nosrv 27101
 run_client wrongset 27102
+run_client mongos 27103
 
 seeds="$(grep -o 'rs.mongoplex.test resolved: seed list [^;]*' "$WORK/good.log" || true)"
 [[ "$seeds" == *m0.$D:27017* && "$seeds" == *m1.$D:27018* && "$seeds" != *m2.* ]] ||
