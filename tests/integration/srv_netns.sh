@@ -107,9 +107,11 @@ log_level = info
 pool_size = 4
 metrics_listen = 127.0.0.1:$(($2 + 100))
 EOF
-  in_ns "$BIN" -c "$WORK/$1.ini" >"$WORK/$1.log" 2>&1 &
+  ip netns exec "$NS" "$BIN" -c "$WORK/$1.ini" >"$WORK/$1.log" 2>&1 &
   PIDS+=($!)
+  PROXIES+=("$1:$!")
 }
+PROXIES=()
 O="tls=false&heartbeatFrequencyMS=500"
 start_proxy good 27100 "mongodb+srv://mpuser:mppass@$D/?$O&serverSelectionTimeoutMS=10000"
 start_proxy nosrv 27101 "mongodb+srv://nosrv.mongoplex.test/?$O&serverSelectionTimeoutMS=2000"
@@ -139,4 +141,17 @@ grep -q 'DNS lookup failed' "$WORK/nosrv.log" || { show_logs; die "nosrv proxy l
 grep -q 'belongs to replica set "rs0", not "rsX"' "$WORK/wrongset.log" ||
   { show_logs; die "wrongset proxy did not refuse the members of another set"; }
 echo "OK logs: $(grep -h -o 'DNS lookup failed: .*' "$WORK/nosrv.log" | head -n 1)"
+# Stop each proxy (SIGTERM): it exits 0 and its log has no sanitizer report.
+for np in "${PROXIES[@]}"; do
+  kill -TERM "${np#*:}" 2>/dev/null || true
+done
+for np in "${PROXIES[@]}"; do
+  st=0
+  wait "${np#*:}" || st=$?
+  [[ $st -eq 0 ]] || { show_logs; die "proxy ${np%%:*} exited with status $st on SIGTERM"; }
+  ! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' "$WORK/${np%%:*}.log" ||
+    { grep -E -A12 'AddressSanitizer|LeakSanitizer|runtime error' "$WORK/${np%%:*}.log" | head -40;
+      die "sanitizer report in ${np%%:*}.log"; }
+done
+echo "OK four proxies stopped cleanly (exit 0, no sanitizer report)"
 echo "SRV-TEST PASSED"

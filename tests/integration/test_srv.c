@@ -20,7 +20,9 @@
  *  - a name without SRV record: the proxy logs "DNS lookup failed" with
  *    libmongoc's reason, a raw find gets 133 naming the lookup failure after
  *    serverSelectionTimeoutMS, pymongo's hello gets code 6 with that reason
- *    (no hang).
+ *    (no hang);
+ *  - mongoses behind an SRV name: finds are served by the SRV-listed ones;
+ *  - every proxy exits 0 on SIGTERM with no sanitizer report in its log.
  * It FAILS (never skips) when the namespace, dnsmasq or mockupdb cannot be
  * had, with the script's reason.
  */
