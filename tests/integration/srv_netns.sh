@@ -117,6 +117,12 @@ start_proxy good 27100 "mongodb+srv://mpuser:mppass@$D/?$O&serverSelectionTimeou
 start_proxy nosrv 27101 "mongodb+srv://nosrv.mongoplex.test/?$O&serverSelectionTimeoutMS=2000"
 start_proxy wrongset 27102 "mongodb+srv://mpuser:mppass@other.mongoplex.test/?$O&serverSelectionTimeoutMS=2000"
 start_proxy mongos 27103 "mongodb+srv://mpuser:mppass@$S/?$O&serverSelectionTimeoutMS=10000"
+# --test-config accepts the URI without looking the name up, and says so.
+out="$("$BIN" --test-config -c "$WORK/nosrv.ini" 2>&1)" ||
+  die "--test-config refused a mongodb+srv:// backend_uri: $out"
+[[ "$out" == *"SRV and TXT records are not looked up here"* ]] ||
+  die "--test-config does not say that DNS is not checked: $out"
+echo "OK --test-config: $(echo "$out" | head -n 1)"
 for p in 27100 27101 27102 27103; do
   for _ in $(seq 100); do
     in_ns bash -c "exec 3<>/dev/tcp/127.0.0.1/$p" 2>/dev/null && break

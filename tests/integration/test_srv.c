@@ -22,7 +22,8 @@
  *    serverSelectionTimeoutMS, pymongo's hello gets code 6 with that reason
  *    (no hang);
  *  - mongoses behind an SRV name: finds are served by the SRV-listed ones;
- *  - every proxy exits 0 on SIGTERM with no sanitizer report in its log.
+ *  - every proxy exits 0 on SIGTERM with no sanitizer report in its log;
+ *  - --test-config accepts the URI and says its DNS records are not looked up.
  * It FAILS (never skips) when the namespace, dnsmasq or mockupdb cannot be
  * had, with the script's reason.
  */
