@@ -33,6 +33,7 @@ struct auth_conv {
 };
 
 static struct auth_cred cred; /* the credentials in force */
+static char dns_source[256];  /* mongodb+srv://: the resolved authSource */
 
 void auth_cred_clear(struct auth_cred *c)
 {
@@ -165,7 +166,11 @@ static bool same_cred(const struct auth_cred *a, const struct auth_cred *b)
 
 bool auth_install(struct auth_cred *c)
 {
-	bool changed = !same_cred(&cred, c);
+	bool changed;
+
+	if (c->enabled && dns_source[0] != '\0')
+		snprintf(c->source, sizeof(c->source), "%s", dns_source);
+	changed = !same_cred(&cred, c);
 
 	auth_cred_clear(&cred);
 	cred = *c;
@@ -212,6 +217,19 @@ bool auth_reload(const char *uri, const char *password_file, char *err, size_t e
 		log_notice("reload: backend credentials changed (user \"%s\"%s)", cred.user,
 			   cred.from_file ? ", password from backend_password_file" : "");
 	return true;
+}
+
+void auth_set_dns_source(const char *source)
+{
+	if (strcmp(dns_source, source) == 0)
+		return;
+	snprintf(dns_source, sizeof(dns_source), "%s", source);
+	if (!cred.enabled || strcmp(cred.source, source) == 0)
+		return;
+	log_notice("backend authentication: authSource \"%s\" (from the mongodb+srv:// URI's "
+		   "TXT record)",
+		   source);
+	snprintf(cred.source, sizeof(cred.source), "%s", source);
 }
 
 /* ---------------------------------------------------------------- login */

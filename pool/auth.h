@@ -53,6 +53,10 @@ bool auth_start(const char *uri, char *err, size_t errlen) __attribute__((warn_u
  * previous ones; the pools' connect backoff is then reset. */
 bool auth_install(struct auth_cred *c);
 
+/* mongodb+srv://: the authSource of the resolved URI (its TXT record's
+ * authSource= unless the URI gave one); kept across reloads. */
+void auth_set_dns_source(const char *source);
+
 /* Reload: auth_load + auth_install, logging what changed (never the password). */
 bool auth_reload(const char *uri, const char *password_file, char *err, size_t errlen)
     __attribute__((warn_unused_result));

@@ -128,7 +128,18 @@ bool pool_init_all(const char *uri_str, char *err, size_t errlen)
 	for (h = mongoc_uri_get_hosts(uri); h != NULL; h = h->next)
 		n++;
 	pool_cap = topology_wanted(uri_str) ? n + TOPO_MAX_MEMBERS : n;
+	if (mongoc_uri_get_srv_hostname(uri) != NULL)
+		pool_cap++; /* the placeholder below */
 	pools = xcalloc((size_t)pool_cap, sizeof(*pools));
+	if (mongoc_uri_get_srv_hostname(uri) != NULL) {
+		char name[300];
+
+		/* mongodb+srv://: no member is known before the monitor thread
+		 * resolved the name; until then the target is a placeholder pool
+		 * without address (never connected; pool_members.c retargets). */
+		snprintf(name, sizeof(name), "mongodb+srv://%s", mongoc_uri_get_srv_hostname(uri));
+		(void)pool_new(name, mongoc_uri_get_srv_hostname(uri), 0);
+	}
 	for (h = mongoc_uri_get_hosts(uri); h != NULL; h = h->next) {
 		struct pool *p = pool_new(h->host_and_port, h->host, h->port);
 
@@ -171,6 +182,8 @@ static void connect_for_waiters(struct pool *p)
 {
 	int want = p->waiting.n;
 
+	if (p->addrlen == 0)
+		return; /* the unresolved mongodb+srv:// placeholder */
 	if (want == 0 && p->hello_waiters.n > 0 && pool_live(p) == 0)
 		want = 1;
 	if ((p->last_code == 18 || p->tls_failed) && want > 1)
@@ -393,6 +406,10 @@ void pool_wait_hello(struct request *req,
 
 	req->hello_answer = answer;
 	req->pool = p;
+	if (p->addrlen == 0 && topology_srv()->error[0] != '\0') {
+		fail_unreachable_code(p, req, MP_ERR(HOST_UNREACHABLE), topology_srv()->error);
+		return;
+	}
 	if (pool_live(p) == 0 && g.now_usec < p->next_connect_usec) {
 		fail_unreachable(p, req, p->last_error);
 		return;
@@ -665,7 +682,8 @@ bool pool_healthy(char *why, size_t whylen)
 	const struct pool *p = pool_target();
 
 	if (topology_active()) {
-		snprintf(why, whylen, "no replica set member is known to be usable");
+		snprintf(why, whylen, "no replica set member is known to be usable%s%s",
+			 topology_srv()->error[0] ? ": " : "", topology_srv()->error);
 		return select_any_usable();
 	}
 	snprintf(why, whylen, "backend %s cannot be reached: %s", p->name, p->last_error);

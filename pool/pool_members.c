@@ -9,6 +9,7 @@
 #include "core/errors.h"
 #include "core/log.h"
 #include "core/stats.h"
+#include "pool/auth.h"
 #include "pool/pool.h"
 #include "pool/pool_int.h"
 #include "pool/server.h"
@@ -35,6 +36,8 @@ static void drain_member(struct pool *p)
 	pool_rs_requeue(p, MP_ERR(HOST_UNREACHABLE), "member left the replica set");
 }
 
+static void sync_member_list(const struct topo_snapshot *snap);
+
 static void sync_member(const struct topo_member *m)
 {
 	struct pool *p = pool_find(m->addr);
@@ -55,7 +58,34 @@ static void sync_member(const struct topo_member *m)
 		pool_set_target(p);
 }
 
+/* mongodb+srv://: the resolved authSource applies; while the target is
+ * still the placeholder (pool.c), its hellos fail when the lookup failed and
+ * move to the first member once there is one. */
+static void sync_srv(void)
+{
+	const struct topo_srv *srv = topology_srv();
+	struct pool *t = pool_target();
+
+	if (srv->resolved)
+		auth_set_dns_source(srv->auth_source);
+	if (t->addrlen != 0)
+		return;
+	for (int i = 0; i < pool_count(); i++)
+		if (pool_at(i)->addrlen != 0) {
+			pool_set_target(pool_at(i));
+			break;
+		}
+	if (pool_target() != t || srv->error[0] != '\0')
+		pool_rs_requeue(t, MP_ERR(HOST_UNREACHABLE), srv->error);
+}
+
 void pool_sync_members(const struct topo_snapshot *snap)
+{
+	sync_member_list(snap);
+	sync_srv();
+}
+
+static void sync_member_list(const struct topo_snapshot *snap)
 {
 	if (snap->n == 0)
 		return;

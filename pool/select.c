@@ -13,17 +13,8 @@
 #include "core/stats.h"
 #include "pool/batch.h"
 #include "pool/pool.h"
+#include "pool/readpref.h"
 #include "pool/topology.h"
-
-enum rp_mode { RP_PRIMARY, RP_PRIMARY_PREFERRED, RP_SECONDARY, RP_SECONDARY_PREFERRED, RP_NEAREST };
-
-/* One parsed $readPreference; `tags` points into the request's copy. */
-struct rp {
-	enum rp_mode mode;
-	bson_iter_t tags; /* valid when has_tags: an array of tag documents */
-	bool has_tags;
-	int64_t max_staleness_s; /* <= 0: none */
-};
 
 /* The transaction pin table: (lsid, txnNumber) -> member. Bounded; the
  * oldest entry is reused (a session runs one transaction at a time). */
@@ -45,8 +36,6 @@ int select_waiting_count(void)
 }
 
 /* ---- reading the command ---- */
-
-static void parse_rp(const bson_t *doc, struct rp *rp);
 
 static bool read_lsid(const bson_t *body, uint8_t out[16])
 {
@@ -126,50 +115,19 @@ void select_note(struct request *req, const bson_t *body, bool in_txn)
 		bson_iter_document(&it, &len, &data);
 		req->read_pref = bson_new_from_data(data, len);
 		if (req->read_pref != NULL) {
-			struct rp rp;
+			struct readpref rp;
+			const char *why;
 
-			parse_rp(req->read_pref, &rp);
-			if (rp.mode == RP_PRIMARY) { /* the default: nothing to keep */
+			if (!readpref_parse(req->read_pref, &rp, &why))
+				log_debug(
+				    "invalid $readPreference (%s): sent to the primary, which "
+				    "answers it",
+				    why);
+			if (rp.mode == READPREF_PRIMARY) { /* the default: nothing to keep */
 				bson_destroy(req->read_pref);
 				req->read_pref = NULL;
 			}
 		}
-	}
-}
-
-static enum rp_mode mode_of(const char *s)
-{
-	static const struct {
-		const char *name;
-		enum rp_mode mode;
-	} modes[] = {{"primaryPreferred", RP_PRIMARY_PREFERRED},
-		     {"secondary", RP_SECONDARY},
-		     {"secondaryPreferred", RP_SECONDARY_PREFERRED},
-		     {"nearest", RP_NEAREST}};
-
-	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
-		if (strcmp(modes[i].name, s) == 0)
-			return modes[i].mode;
-	return RP_PRIMARY;
-}
-
-static void parse_rp(const bson_t *doc, struct rp *rp)
-{
-	bson_iter_t it;
-
-	memset(rp, 0, sizeof(*rp));
-	if (doc == NULL || !bson_iter_init(&it, doc))
-		return;
-	while (bson_iter_next(&it)) {
-		const char *k = bson_iter_key(&it);
-
-		if (strcmp(k, "mode") == 0 && BSON_ITER_HOLDS_UTF8(&it))
-			rp->mode = mode_of(bson_iter_utf8(&it, NULL));
-		else if (strcmp(k, "tags") == 0 && BSON_ITER_HOLDS_ARRAY(&it)) {
-			rp->tags = it;
-			rp->has_tags = true;
-		} else if (strcmp(k, "maxStalenessSeconds") == 0 && BSON_ITER_HOLDS_NUMBER(&it))
-			rp->max_staleness_s = bson_iter_as_int64(&it);
 	}
 }
 
@@ -192,28 +150,9 @@ static struct pool *primary(void)
 	return NULL;
 }
 
-/* Does the member's tags document hold every key: value of `set`? */
-static bool tags_match(const struct pool *p, bson_iter_t *set)
+static bool fresh_enough(const struct pool *p, const struct readpref *rp, const struct pool *prim)
 {
-	bson_iter_t want, have;
-	bson_t tags;
-
-	if (!bson_iter_recurse(set, &want))
-		return false;
-	if (p->member.tags_len == 0 || !bson_init_static(&tags, p->member.tags, p->member.tags_len))
-		return !bson_iter_next(&want); /* only {} matches a member without tags */
-	while (bson_iter_next(&want)) {
-		if (!bson_iter_init_find(&have, &tags, bson_iter_key(&want)) ||
-		    !BSON_ITER_HOLDS_UTF8(&have) || !BSON_ITER_HOLDS_UTF8(&want) ||
-		    strcmp(bson_iter_utf8(&have, NULL), bson_iter_utf8(&want, NULL)) != 0)
-			return false;
-	}
-	return true;
-}
-
-static bool fresh_enough(const struct pool *p, const struct rp *rp, const struct pool *prim)
-{
-	int64_t ref = 0, staleness;
+	int64_t ref = 0;
 
 	if (rp->max_staleness_s <= 0 || type_now(p) != TOPO_SECONDARY)
 		return true;
@@ -225,8 +164,7 @@ static bool fresh_enough(const struct pool *p, const struct rp *rp, const struct
 			    pool_at(i)->member.last_write_ms > ref)
 				ref = pool_at(i)->member.last_write_ms;
 	}
-	staleness = ref - p->member.last_write_ms + topology_heartbeat_ms();
-	return staleness <= rp->max_staleness_s * 1000;
+	return readpref_fresh_enough(rp, p->member.last_write_ms, ref, topology_heartbeat_ms());
 }
 
 static int64_t rtt_of(const struct pool *p)
@@ -261,14 +199,14 @@ static struct pool *pick(struct pool **cand, int n)
 
 /* Members of the wanted types, fresh enough, in the first tag set that
  * matches any of them. */
-static int candidates(const struct rp *rp, bool want_primary, bool want_secondary,
+static int candidates(const struct readpref *rp, bool want_primary, bool want_secondary,
 		      struct pool **out)
 {
 	struct pool *prim = primary();
 	bson_iter_t sets;
 	bool more_sets = true;
 
-	if (rp->has_tags && !bson_iter_recurse(&rp->tags, &sets))
+	if (rp->has_tags && !readpref_tag_sets(rp, &sets))
 		return 0;
 
 	while (more_sets) {
@@ -277,7 +215,7 @@ static int candidates(const struct rp *rp, bool want_primary, bool want_secondar
 		int n = 0;
 
 		if (tagged) {
-			if (!bson_iter_next(&sets))
+			if (!readpref_next_tag_set(&sets))
 				return 0;
 			set = sets;
 		} else {
@@ -291,7 +229,9 @@ static int candidates(const struct rp *rp, bool want_primary, bool want_secondar
 			      (want_secondary && t == TOPO_SECONDARY)))
 				continue;
 			if (t == TOPO_SECONDARY &&
-			    (!fresh_enough(p, rp, prim) || (tagged && !tags_match(p, &set))))
+			    (!fresh_enough(p, rp, prim) ||
+			     (tagged &&
+			      !readpref_tags_match(p->member.tags, p->member.tags_len, &set))))
 				continue;
 			out[n++] = p;
 		}
@@ -301,27 +241,41 @@ static int candidates(const struct rp *rp, bool want_primary, bool want_secondar
 	return 0;
 }
 
-static struct pool *choose(const struct rp *rp)
+/* A sharded cluster (mongodb+srv:// naming mongoses): every mongos serves
+ * every request (it applies the $readPreference itself). */
+static int mongoses(struct pool **out)
+{
+	int n = 0;
+
+	for (int i = 0; i < pool_count(); i++)
+		if (type_now(pool_at(i)) == TOPO_MONGOS)
+			out[n++] = pool_at(i);
+	return n;
+}
+
+static struct pool *choose(const struct readpref *rp)
 {
 	struct pool *cand[TOPO_MAX_MEMBERS * 2];
 	struct pool *prim = primary();
 	int n;
 
+	if (prim == NULL && (n = mongoses(cand)) > 0)
+		return pick(cand, n);
 	switch (rp->mode) {
-	case RP_PRIMARY:
+	case READPREF_PRIMARY:
 		return prim;
-	case RP_PRIMARY_PREFERRED:
+	case READPREF_PRIMARY_PREFERRED:
 		if (prim != NULL)
 			return prim;
 		n = candidates(rp, false, true, cand);
 		return n ? pick(cand, n) : NULL;
-	case RP_SECONDARY:
+	case READPREF_SECONDARY:
 		n = candidates(rp, false, true, cand);
 		return n ? pick(cand, n) : NULL;
-	case RP_SECONDARY_PREFERRED:
+	case READPREF_SECONDARY_PREFERRED:
 		n = candidates(rp, false, true, cand);
 		return n ? pick(cand, n) : prim;
-	case RP_NEAREST:
+	case READPREF_NEAREST:
 		n = candidates(rp, true, true, cand);
 		return n ? pick(cand, n) : NULL;
 	}
@@ -330,12 +284,14 @@ static struct pool *choose(const struct rp *rp)
 
 struct pool *select_pool(struct request *req)
 {
-	struct rp rp;
+	struct readpref rp;
 	struct pool *p;
 
 	if (req->route_pool != NULL)
 		return req->route_pool;
-	parse_rp(req->read_pref, &rp);
+	const char *why;
+
+	readpref_parse(req->read_pref, &rp, &why);
 	p = choose(&rp);
 	if (p != NULL && req->txn_pin > 0 && pins[req->txn_pin - 1].pool == NULL)
 		pins[req->txn_pin - 1].pool = p; /* the transaction's first command */
@@ -395,16 +351,18 @@ void select_on_topology(void)
 static void fail_selection(struct request *req)
 {
 	static const char *const retry_write[] = {"RetryableWriteError", NULL};
-	struct rp rp;
-	char msg[300];
+	struct readpref rp;
+	char msg[600];
 
-	parse_rp(req->read_pref, &rp);
+	const char *why;
+
+	readpref_parse(req->read_pref, &rp, &why);
 	STAT_INC(refused_no_member);
 	snprintf(msg, sizeof(msg),
 		 "mongoplex: no replica set member can serve read preference %s within %" PRId64
-		 " ms (serverSelectionTimeoutMS / queue_timeout_ms)",
-		 req->read_pref == NULL ? "primary" : "in $readPreference",
-		 (int64_t)((g.now_usec - req->enqueued_usec) / 1000));
+		 " ms (serverSelectionTimeoutMS / queue_timeout_ms)%s%s",
+		 readpref_mode_name(rp.mode), (int64_t)((g.now_usec - req->enqueued_usec) / 1000),
+		 topology_srv()->error[0] ? ": " : "", topology_srv()->error);
 	req->ops->error(req, MP_ERR(FAILED_TO_SATISFY_READ_PREFERENCE), msg,
 			req->retryable_write ? retry_write : NULL);
 }
@@ -464,7 +422,7 @@ bool select_any_usable(void)
 	for (int i = 0; i < pool_count(); i++) {
 		enum topo_type t = type_now(pool_at(i));
 
-		if (t == TOPO_PRIMARY || t == TOPO_SECONDARY)
+		if (t == TOPO_PRIMARY || t == TOPO_SECONDARY || t == TOPO_MONGOS)
 			return true;
 	}
 	return false;

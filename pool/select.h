@@ -7,6 +7,9 @@
  *  - Otherwise by its $readPreference (none: primary): mode, tags,
  *    maxStalenessSeconds; among the eligible members within
  *    localThresholdMS of the nearest, the least-loaded pool.
+ *  - Mongoses (a mongodb+srv:// name of a sharded cluster) serve every
+ *    request: the least-loaded within localThresholdMS; they apply
+ *    $readPreference themselves.
  *  - A member that answered "not primary" or failed to connect is suspect:
  *    not selected until a newer check describes it (and a recheck is
  *    asked for at once).

@@ -11,6 +11,13 @@
  * every member) with the same callbacks.
  * Loop side: the pipe's read event copies `shared` into `loop_snap` and runs
  * the on_change hook.
+ * mongodb+srv://: libmongoc looks the SRV and TXT records up when the
+ * client pool is made (mongoc_topology_new), so that happens here on the
+ * thread; a failed lookup is published (srv_error) and retried every
+ * heartbeatFrequencyMS until it succeeds. The resolved URI's replicaSet and
+ * authSource (TXT options) are published too; libmongoc 1.23 takes its SDAM
+ * set name from the URI as written, so a member of another set is described
+ * here as RSOther (serves nothing).
  */
 #include "pool/topology.h"
 
@@ -46,6 +53,8 @@ static struct event *pipe_ev;
 static struct topo_snapshot loop_snap;
 static void (*change_hook)(void);
 static int64_t local_threshold_ms = 15, selection_timeout_ms = 30000, heartbeat_ms = 10000;
+static struct topo_srv shared_srv; /* under mu */
+static struct topo_srv loop_srv;
 
 bool topology_wanted(const char *uri_str)
 {
@@ -68,6 +77,11 @@ bool topology_active(void)
 const struct topo_snapshot *topology_snapshot(void)
 {
 	return &loop_snap;
+}
+
+const struct topo_srv *topology_srv(void)
+{
+	return &loop_srv;
 }
 
 int64_t topology_local_threshold_ms(void)
@@ -247,6 +261,21 @@ static void apply(enum source src, const struct topo_member *m)
 	shared.seq++;
 }
 
+/* Under mu: the replica set named by the resolved URI (a TXT record's
+ * replicaSet=) is the only one whose members serve. */
+static void check_set_name(struct topo_member *m)
+{
+	const char *want = shared_srv.set_name;
+
+	if (want[0] == '\0' || m->set_name[0] == '\0' || strcmp(want, m->set_name) == 0)
+		return;
+	if (m->type == TOPO_PRIMARY || m->type == TOPO_SECONDARY)
+		log_warning("topology: member %s belongs to replica set \"%s\", not \"%s\" "
+			    "(replicaSet): not used",
+			    m->addr, m->set_name, want);
+	m->type = TOPO_OTHER;
+}
+
 static void on_server_changed(const mongoc_apm_server_changed_t *ev)
 {
 	enum source src = (enum source)(intptr_t)mongoc_apm_server_changed_get_context(ev);
@@ -254,6 +283,7 @@ static void on_server_changed(const mongoc_apm_server_changed_t *ev)
 
 	describe(&m, mongoc_apm_server_changed_get_new_description(ev));
 	pthread_mutex_lock(&mu);
+	check_set_name(&m);
 	apply(src, &m);
 	pthread_mutex_unlock(&mu);
 	poke_loop();
@@ -378,15 +408,14 @@ static void run_recheck(mongoc_uri_t *uri)
 	poke_loop();
 }
 
-/* Under mu: at most one recheck per RECHECK_GAP_MS, however many requests
- * ask (each waiting request does); stop still wakes it at once. */
-#define RECHECK_GAP_MS 200
-static void pause_between_rechecks(void)
+/* Under mu: wait `ms` or until stop is asked for. */
+static void pause_ms(int64_t ms)
 {
 	struct timespec until;
 
 	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_nsec += RECHECK_GAP_MS * 1000000L;
+	until.tv_sec += (time_t)(ms / 1000);
+	until.tv_nsec += (long)(ms % 1000) * 1000000L;
 	if (until.tv_nsec >= 1000000000L) {
 		until.tv_sec++;
 		until.tv_nsec -= 1000000000L;
@@ -395,20 +424,98 @@ static void pause_between_rechecks(void)
 		;
 }
 
+/* Under mu: at most one recheck per RECHECK_GAP_MS, however many requests
+ * ask (each waiting request does); stop still wakes it at once. */
+#define RECHECK_GAP_MS 200
+static void pause_between_rechecks(void)
+{
+	pause_ms(RECHECK_GAP_MS);
+}
+
+/* The resolved URI (SRV hosts, TXT options): published and logged. */
+static void publish_resolved(const mongoc_uri_t *u)
+{
+	const char *rs = mongoc_uri_get_replica_set(u);
+	char hosts[512] = "";
+	size_t n = 0;
+
+	for (const mongoc_host_list_t *h = mongoc_uri_get_hosts(u); h != NULL; h = h->next)
+		n += (size_t)snprintf(hosts + n, n < sizeof(hosts) ? sizeof(hosts) - n : 0, "%s%s",
+				      n ? ", " : "", h->host_and_port);
+	pthread_mutex_lock(&mu);
+	shared_srv.resolved = true;
+	shared_srv.error[0] = '\0';
+	snprintf(shared_srv.set_name, sizeof(shared_srv.set_name), "%s", rs ? rs : "");
+	snprintf(shared_srv.auth_source, sizeof(shared_srv.auth_source), "%s",
+		 mongoc_uri_get_auth_source(u));
+	shared.seq++;
+	pthread_mutex_unlock(&mu);
+	log_notice("topology: mongodb+srv://%s resolved: seed list %s; replicaSet \"%s\", "
+		   "authSource \"%s\" (URI and TXT options)",
+		   mongoc_uri_get_srv_hostname(u), hosts, rs ? rs : "",
+		   mongoc_uri_get_auth_source(u));
+	poke_loop();
+}
+
+static void publish_srv_error(const mongoc_uri_t *uri, const char *msg)
+{
+	bool changed;
+
+	pthread_mutex_lock(&mu);
+	changed = strcmp(shared_srv.error, msg) != 0;
+	snprintf(shared_srv.error, sizeof(shared_srv.error), "%s", msg);
+	shared.seq++;
+	pthread_mutex_unlock(&mu);
+	if (changed)
+		log_error("topology: mongodb+srv://%s: DNS lookup failed: %s (retried every "
+			  "%" PRId64 " ms)",
+			  mongoc_uri_get_srv_hostname(uri), msg, heartbeat_ms);
+	poke_loop();
+}
+
+/* The client pool; for mongodb+srv:// its SRV/TXT lookup is retried until
+ * it succeeds or stop is asked for (NULL). */
+static mongoc_client_pool_t *open_pool(mongoc_uri_t *uri)
+{
+	bool srv = mongoc_uri_get_srv_hostname(uri) != NULL;
+	mongoc_client_pool_t *cp;
+	bson_error_t err;
+
+	for (;;) {
+		cp = mongoc_client_pool_new_with_error(uri, &err);
+		if (cp != NULL || !srv)
+			return cp;
+		publish_srv_error(uri, err.message);
+		pthread_mutex_lock(&mu);
+		pause_ms(heartbeat_ms > 500 ? heartbeat_ms : 500);
+		if (stop_wanted) {
+			pthread_mutex_unlock(&mu);
+			return NULL;
+		}
+		pthread_mutex_unlock(&mu);
+	}
+}
+
 static void *thread_main(void *arg)
 {
 	mongoc_uri_t *uri = mongoc_uri_new(uri_copy);
-	mongoc_client_pool_t *cp = mongoc_client_pool_new(uri);
+	mongoc_client_pool_t *cp = open_pool(uri);
 	mongoc_apm_callbacks_t *cbs = callbacks();
-	mongoc_client_t *client;
+	mongoc_client_t *client = NULL;
 
 	(void)arg;
-	mongoc_client_pool_set_error_api(cp, MONGOC_ERROR_API_VERSION_2);
-	mongoc_client_pool_set_apm_callbacks(cp, cbs, (void *)(intptr_t)SRC_POOLED);
-	client = mongoc_client_pool_pop(cp); /* starts the background monitors */
+	if (cp != NULL) {
+		mongoc_client_pool_set_error_api(cp, MONGOC_ERROR_API_VERSION_2);
+		mongoc_client_pool_set_apm_callbacks(cp, cbs, (void *)(intptr_t)SRC_POOLED);
+		client = mongoc_client_pool_pop(cp); /* starts the background monitors */
+		if (mongoc_uri_get_srv_hostname(uri) != NULL)
+			publish_resolved(mongoc_client_get_uri(client));
+	} else if (mongoc_uri_get_srv_hostname(uri) == NULL) {
+		log_error("topology: cannot create the monitoring client for backend_uri");
+	}
 	pthread_mutex_lock(&mu);
 	while (!stop_wanted) {
-		if (!recheck_wanted) {
+		if (!recheck_wanted || cp == NULL) {
 			pthread_cond_wait(&cond, &mu);
 			continue;
 		}
@@ -419,8 +526,10 @@ static void *thread_main(void *arg)
 		pause_between_rechecks();
 	}
 	pthread_mutex_unlock(&mu);
-	mongoc_client_pool_push(cp, client);
-	mongoc_client_pool_destroy(cp);
+	if (cp != NULL) {
+		mongoc_client_pool_push(cp, client);
+		mongoc_client_pool_destroy(cp);
+	}
 	mongoc_apm_callbacks_destroy(cbs);
 	mongoc_uri_destroy(uri);
 	return NULL;
@@ -438,6 +547,7 @@ static void pipe_cb(evutil_socket_t fd, short what, void *arg)
 		;
 	pthread_mutex_lock(&mu);
 	loop_snap = shared;
+	loop_srv = shared_srv;
 	pthread_mutex_unlock(&mu);
 	for (int i = 0; i < loop_snap.n && log_enabled(LOG_LVL_DEBUG); i++)
 		log_debug("topology: %s %s rtt %" PRId64 " us", loop_snap.m[i].addr,
@@ -491,6 +601,9 @@ bool topology_start(const char *uri_str, void (*on_change)(void), char *err, siz
 	}
 	change_hook = on_change;
 	uri_copy = xstrdup(uri_str);
+	if (strncmp(uri_str, "mongodb+srv://", 14) == 0)
+		log_info("topology: looking up the SRV and TXT records of backend_uri on the "
+			 "monitor thread");
 	if (pthread_create(&thread, NULL, thread_main, NULL) != 0) {
 		snprintf(err, errlen, "topology: cannot start the monitor thread");
 		return false;

@@ -64,6 +64,16 @@ struct topo_snapshot {
 	struct topo_member m[TOPO_MAX_MEMBERS];
 };
 
+/* mongodb+srv:// resolution, as the monitor thread last published it.
+ * Rules: error is empty while nothing failed (or once resolved); set_name
+ * and auth_source are the resolved URI's (URI options, then TXT ones). */
+struct topo_srv {
+	bool resolved;
+	char error[256];
+	char set_name[128];
+	char auth_source[256];
+};
+
 /* Does this URI ask for replica-set monitoring? */
 bool topology_wanted(const char *uri_str);
 
@@ -78,6 +88,9 @@ void topology_recheck(const char *why);
 
 /* The loop's copy of the latest snapshot (valid until the next on_change). */
 const struct topo_snapshot *topology_snapshot(void);
+
+/* The loop's copy of the mongodb+srv:// state (all empty for mongodb://). */
+const struct topo_srv *topology_srv(void);
 
 /* URI options, in milliseconds. */
 int64_t topology_local_threshold_ms(void);

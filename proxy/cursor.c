@@ -43,6 +43,7 @@
 #include "pool/pin.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
+#include "proxy/cursor_read.h"
 #include "proxy/cursor_table.h"
 #include "proxy/proxy.h"
 #include "core/request.h"
@@ -50,114 +51,6 @@
 #include "core/wire.h"
 
 /* ---- reading commands and replies (top level only) ------------------ */
-
-/* A cursor id: int64, int32 or an integral double (what backends accept). */
-static bool id_value(const bson_iter_t *it, int64_t *id)
-{
-	double d;
-
-	switch (bson_iter_type(it)) {
-	case BSON_TYPE_INT64:
-		*id = bson_iter_int64(it);
-		return true;
-	case BSON_TYPE_INT32:
-		*id = bson_iter_int32(it);
-		return true;
-	case BSON_TYPE_DOUBLE:
-		d = bson_iter_double(it);
-		if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) ||
-		    (double)(int64_t)d != d)
-			return false;
-		*id = (int64_t)d;
-		return true;
-	default:
-		return false;
-	}
-}
-
-/* A libbson iterator on the element `e` of the document at `d` (validated,
- * or built by libbson), for libbson's typed reads. */
-static bool elem_iter(bson_iter_t *it, const uint8_t *d, const struct bsonval_it *e)
-{
-	size_t off = (size_t)((const uint8_t *)e->key - 1 - d);
-	size_t keylen = (size_t)(e->value - (const uint8_t *)e->key) - 1;
-
-	return bson_iter_init_from_data_at_offset(it, d, e->end, off, (uint32_t)keylen);
-}
-
-/* The top-level fields every reply is read for, in one cheap pass (replies
- * were validated by wire_parse_reply): the first "ok", "code" and "cursor". */
-struct reply_fields {
-	bool ok, have_ok;
-	int32_t code; /* 0: none, or not an int32 */
-	bool have_code;
-	const uint8_t *cursor; /* the "cursor" document, NULL: none (or not a document) */
-	bool have_cursor_key;
-};
-
-static void reply_fields(const bson_t *body, struct reply_fields *f)
-{
-	const uint8_t *d = bson_get_data(body);
-	struct bsonval_it e;
-	bson_iter_t it;
-
-	memset(f, 0, sizeof(*f));
-	bsonval_it_init(&e, d);
-	while ((!f->have_ok || !f->have_code || !f->have_cursor_key) && bsonval_it_next(&e)) {
-		if (!f->have_ok && strcmp(e.key, "ok") == 0) {
-			f->have_ok = true;
-			f->ok = elem_iter(&it, d, &e) && bson_iter_as_bool(&it);
-		} else if (!f->have_code && strcmp(e.key, "code") == 0) {
-			f->have_code = true;
-			if (e.type == BSON_TYPE_INT32) {
-				uint32_t v;
-
-				memcpy(&v, e.value, 4);
-				f->code = (int32_t)BSON_UINT32_FROM_LE(v);
-			}
-		} else if (!f->have_cursor_key && strcmp(e.key, "cursor") == 0) {
-			f->have_cursor_key = true;
-			if (e.type == BSON_TYPE_DOCUMENT)
-				f->cursor = e.value;
-		}
-	}
-}
-
-/* The cursor document's first usable "id" and first string "ns". */
-static bool cursor_fields(const uint8_t *cur, int64_t *id, const char **ns)
-{
-	struct bsonval_it e;
-	bson_iter_t it;
-	bool have_id = false;
-
-	*ns = NULL;
-	bsonval_it_init(&e, cur);
-	while (bsonval_it_next(&e)) {
-		if (!have_id && strcmp(e.key, "id") == 0)
-			have_id = elem_iter(&it, cur, &e) && id_value(&it, id);
-		else if (*ns == NULL && strcmp(e.key, "ns") == 0 && e.type == BSON_TYPE_UTF8)
-			*ns = (const char *)e.value + 4;
-	}
-	return have_id;
-}
-
-bool cursor_reply_cursor(const bson_t *body, int64_t *id, const char **ns)
-{
-	struct reply_fields f;
-
-	reply_fields(body, &f);
-	*ns = NULL;
-	return f.cursor != NULL && cursor_fields(f.cursor, id, ns);
-}
-
-static bool reply_ok(const bson_t *body, int32_t *code)
-{
-	struct reply_fields f;
-
-	reply_fields(body, &f);
-	*code = f.code;
-	return f.ok;
-}
 
 /* The fields of a getMore or killCursors, each present at most once. */
 struct cursor_cmd {
@@ -373,7 +266,7 @@ static void close_kill_reply(const struct cursor_note *n, const bson_t *body)
 {
 	int32_t code;
 
-	if (reply_ok(body, &code)) {
+	if (cursor_reply_ok(body, &code)) {
 		STAT_ADD(cursors_killed_on_close, (uint64_t)n->nids);
 		return;
 	}
@@ -422,7 +315,7 @@ static bool admit_getmore(struct request *req, const bson_t *body)
 		request_fail(req, MP_ERR(IDL_DUPLICATE_FIELD), err, NULL);
 		return true;
 	}
-	if (!id_value(&cc.first_it, &id)) {
+	if (!cursor_id_value(&cc.first_it, &id)) {
 		request_fail(req, MP_ERR(TYPE_MISMATCH),
 			     "mongoplex: getMore: the cursor id must be a 64-bit integer", NULL);
 		return true;
@@ -465,7 +358,7 @@ static bool split_ids(struct request *req, bson_iter_t *arr, const char *ns, str
 	while (bson_iter_next(&it)) {
 		int64_t id;
 
-		if (!id_value(&it, &id))
+		if (!cursor_id_value(&it, &id))
 			return false;
 		if (cursor_table_owner(id, ns) == req->owner->id) {
 			n->ids[n->nids++] = id;
@@ -575,46 +468,11 @@ bool cursor_admit(struct request *req, const struct wire_msg *m)
 /* ---- replies --------------------------------------------------------- */
 
 /* The backend's killCursors reply with the foreign ids in cursorsNotFound. */
-static void append_not_found(bson_t *doc, const bson_iter_t *orig, const struct cursor_note *n)
-{
-	bson_iter_t sub;
-	bson_t arr;
-	char kbuf[16];
-	const char *k;
-	uint32_t i = 0;
-
-	BSON_APPEND_ARRAY_BEGIN(doc, "cursorsNotFound", &arr);
-	if (orig != NULL && bson_iter_recurse(orig, &sub))
-		while (bson_iter_next(&sub)) {
-			bson_uint32_to_string(i++, &k, kbuf, sizeof(kbuf));
-			bson_append_value(&arr, k, -1, bson_iter_value(&sub));
-		}
-	for (int x = 0; x < n->nforeign; x++) {
-		bson_uint32_to_string(i++, &k, kbuf, sizeof(kbuf));
-		bson_append_int64(&arr, k, -1, n->foreign[x]);
-	}
-	bson_append_array_end(doc, &arr);
-}
-
 static void reply_kill_merged(struct request *req, const bson_t *body, const struct cursor_note *n)
 {
-	bson_iter_t it;
 	bson_t doc;
-	bool seen = false;
 
-	bson_init(&doc);
-	if (bson_iter_init(&it, body))
-		while (bson_iter_next(&it)) {
-			if (!seen && strcmp(bson_iter_key(&it), "cursorsNotFound") == 0 &&
-			    BSON_ITER_HOLDS_ARRAY(&it)) {
-				append_not_found(&doc, &it, n);
-				seen = true;
-			} else {
-				bson_append_iter(&doc, NULL, 0, &it);
-			}
-		}
-	if (!seen)
-		append_not_found(&doc, NULL, n);
+	cursor_merge_not_found(body, n->foreign, n->nforeign, &doc);
 	request_reply_doc(req, &doc);
 	bson_destroy(&doc);
 }
@@ -637,8 +495,8 @@ bool cursor_on_reply(struct request *req, const struct wire_msg *reply)
 {
 	const bson_t *body = &reply->body;
 	struct cursor_note *n = req->cursor;
-	struct reply_fields f;
-	int64_t id = 0;
+	struct cursor_reply f;
+	int64_t id;
 	const char *ns;
 	int32_t code;
 	bool ok, have_cursor;
@@ -647,11 +505,12 @@ bool cursor_on_reply(struct request *req, const struct wire_msg *reply)
 		close_kill_reply(n, body);
 		return false;
 	}
-	reply_fields(body, &f);
+	cursor_reply_read(body, &f);
 	ok = f.ok;
 	code = f.code;
-	ns = NULL;
-	have_cursor = f.cursor != NULL && cursor_fields(f.cursor, &id, &ns);
+	ns = f.ns;
+	id = f.id;
+	have_cursor = f.have_cursor;
 	if (n != NULL && n->kind == NOTE_GETMORE && ((ok && have_cursor && id == 0) || code == 43))
 		cursor_table_forget(n->owner, n->ids[0], n->ns);
 	if (n != NULL && n->kind == NOTE_KILL && ok) {

@@ -60,7 +60,6 @@ void cursor_note_free(struct cursor_note *note);
 
 /* The table itself (id, ns → owner, pool): proxy/cursor_table.h. */
 
-/* The top-level cursor {id, ns} of a reply body: false when there is none
- * or its id is not an integer; *ns is NULL when it has no string ns. */
-bool cursor_reply_cursor(const bson_t *body, int64_t *id, const char **ns)
-    __attribute__((warn_unused_result));
+/* The readers of replies (cursor {id, ns}, ok/code, the merged
+ * killCursors reply): proxy/cursor_read.h. */
+#include "proxy/cursor_read.h"

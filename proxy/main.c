@@ -105,6 +105,11 @@ int main(int argc, char **argv)
 			cfg_free(&cfg);
 			return 1;
 		}
+		if (strncmp(cfg.backend_uri, "mongodb+srv://", 14) == 0)
+			printf(
+			    "mongoplex: note: backend_uri is a mongodb+srv:// URI; its SRV and TXT "
+			    "records are not looked up here (the running proxy looks them up on "
+			    "its monitor thread and logs the result)\n");
 		printf("mongoplex: configuration %s is valid\n", path ? path : "(defaults)");
 		cfg_free(&cfg);
 		return 0;

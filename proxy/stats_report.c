@@ -99,6 +99,20 @@ static void hist_to_bson(bson_t *parent, const struct hist *h)
 	bson_append_document_end(parent, &doc);
 }
 
+/* A pool's member type: the monitor's (replica sets), else the kind its
+ * last hello reported. */
+static const char *member_type(const struct pool *p)
+{
+	return topology_active() ? topology_type_name(p->member.type)
+				 : handshake_kind_name(p->info.kind);
+}
+
+/* Shown per member: every pool but the unresolved mongodb+srv:// placeholder. */
+static bool shown(const struct pool *p)
+{
+	return p->addrlen != 0;
+}
+
 static void pool_to_bson(bson_t *arr, int i, const struct pool *p)
 {
 	bson_t doc;
@@ -120,6 +134,9 @@ static void pool_to_bson(bson_t *arr, int i, const struct pool *p)
 	BSON_APPEND_INT64(&doc, "connectsFailed", (int64_t)p->connects_failed);
 	BSON_APPEND_INT64(&doc, "requestsDispatched", (int64_t)p->requests_dispatched);
 	BSON_APPEND_UTF8(&doc, "lastError", p->last_error);
+	BSON_APPEND_UTF8(&doc, "type", member_type(p));
+	BSON_APPEND_INT32(&doc, "inUse", p->n_active);
+	BSON_APPEND_INT32(&doc, "queued", p->waiting.n);
 	if (topology_active()) { /* replica sets: what the monitor says of it */
 		BSON_APPEND_BOOL(&doc, "member", p->rs_present);
 		BSON_APPEND_UTF8(&doc, "memberType", topology_type_name(p->member.type));
@@ -176,6 +193,74 @@ static void hist_to_prom(struct evbuffer *out, const struct hist *h)
 			    h->name, (unsigned long long)h->count);
 }
 
+/* A label value: backslash, double quote and newline escaped (member
+ * names come from the backends' hello host lists). */
+static void label_value(char *buf, size_t len, const char *v)
+{
+	size_t n = 0;
+
+	for (; *v != '\0' && n + 3 < len; v++) {
+		if (*v == '\\' || *v == '"' || *v == '\n')
+			buf[n++] = '\\';
+		buf[n++] = *v == '\n' ? 'n' : *v;
+	}
+	buf[n] = '\0';
+}
+
+/* Per-member families: name, help, the value of pool p. */
+#define MP_MEMBER_GAUGES(X)                                                                        \
+	X(member_pool_size, "Connections a member's pool may hold (pool_size)", g.cfg.pool_size)   \
+	X(member_in_use, "Connections of a member's pool running a request", p->n_active)          \
+	X(member_idle, "Connections idle in a member's pool", p->n_idle)                           \
+	X(member_connecting, "Connections of a member's pool being established", p->n_connecting)  \
+	X(member_queued, "Requests waiting for a connection of a member's pool", p->waiting.n)
+
+static void members_to_prom(struct evbuffer *out)
+{
+	char m[700], t[64];
+
+	evbuffer_add_printf(out, "# HELP mongoplex_member_info Backend members: 1 per member, "
+				 "labelled with its type\n# TYPE mongoplex_member_info gauge\n");
+	for (int i = 0; i < pool_count(); i++) {
+		const struct pool *p = pool_at(i);
+
+		if (!shown(p))
+			continue;
+		label_value(m, sizeof(m), p->name);
+		label_value(t, sizeof(t), member_type(p));
+		evbuffer_add_printf(out, "mongoplex_member_info{member=\"%s\",type=\"%s\"} 1\n", m,
+				    t);
+	}
+	if (topology_active()) /* replica sets: the monitor measures it */
+		evbuffer_add_printf(out,
+				    "# HELP mongoplex_member_rtt_seconds Last heartbeat round trip "
+				    "of a member (replica sets; absent until measured)\n"
+				    "# TYPE mongoplex_member_rtt_seconds gauge\n");
+	for (int i = 0; i < pool_count(); i++) {
+		const struct pool *p = pool_at(i);
+
+		if (!shown(p) || !topology_active() || p->member.rtt_usec < 0)
+			continue;
+		label_value(m, sizeof(m), p->name);
+		evbuffer_add_printf(out, "mongoplex_member_rtt_seconds{member=\"%s\"} %.6f\n", m,
+				    (double)p->member.rtt_usec / 1e6);
+	}
+#define X(fam, help, value)                                                                        \
+	evbuffer_add_printf(out, "# HELP mongoplex_%s %s\n# TYPE mongoplex_%s gauge\n", #fam,      \
+			    help, #fam);                                                           \
+	for (int i = 0; i < pool_count(); i++) {                                                   \
+		const struct pool *p = pool_at(i);                                                 \
+                                                                                                   \
+		if (!shown(p))                                                                     \
+			continue;                                                                  \
+		label_value(m, sizeof(m), p->name);                                                \
+		evbuffer_add_printf(out, "mongoplex_%s{member=\"%s\"} %lld\n", #fam, m,            \
+				    (long long)(value));                                           \
+	}
+	MP_MEMBER_GAUGES(X)
+#undef X
+}
+
 void stats_to_prometheus(struct evbuffer *out)
 {
 	struct gauges gs;
@@ -196,4 +281,5 @@ void stats_to_prometheus(struct evbuffer *out)
 #undef X
 	for (size_t i = 0; i < NHISTS; i++)
 		hist_to_prom(out, hists[i]);
+	members_to_prom(out);
 }

@@ -8,7 +8,8 @@
 #
 #   demo     build (compiler, cmake, ninja, libmongoc, libevent, inih, ...),
 #            Java + Maven for the demo backend (mongo-java-server), python3-pymongo
-#   test     demo + criterion, clang-format, mockupdb, Node.js + npm, Go >= 1.22
+#   test     demo + criterion, clang-format, mockupdb, dnsmasq-base + iproute2 (the
+#            mongodb+srv test's DNS server and network namespace), Node.js + npm, Go >= 1.22
 #            (golang-1.23, to build FerretDB), clang + libclang-rt-14-dev
 #            (fuzzing), strace, the pymongo 4 venv (.cache/pymongo4-venv) and
 #            tests/drivers/install.sh (the pinned driver matrix)
@@ -59,6 +60,7 @@ pkgs_demo=(
 pkgs_test=(
   clang-format libcriterion-dev python3-mockupdb python3-venv
   clang libclang-rt-14-dev strace
+  dnsmasq-base iproute2
   "$GO_PKG"
 )
 pkgs_package=(debhelper devscripts lintian fakeroot dpkg-dev systemd man-db)

@@ -73,7 +73,12 @@ def curl(url):
     return int(status), ctype, body
 
 
-SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{le="([^"]*)"\})? (\S+)$')
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})? (\S+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(?:,|$)')
+# Per-member families (labelled member="host:port"), from mongoplexStats' pools.
+MEMBER_GAUGES = {"member_pool_size": "poolSize", "member_in_use": "inUse",
+                 "member_idle": "idle", "member_connecting": "connecting",
+                 "member_queued": "queued"}
 
 
 def parse_prom(text):
@@ -98,9 +103,18 @@ def parse_prom(text):
             if m is None:
                 problems.append("unparsable line %r" % ln)
                 continue
-            name, le, val = m.groups()
+            name, labels, val = m.groups()
+            le = None
+            if labels is not None:
+                pairs = LABEL.findall(labels)
+                if ",".join('%s="%s"' % kv for kv in pairs) != labels:
+                    problems.append("unparsable labels %r" % ln)
+                if [k for k, _ in pairs] == ["le"]:
+                    le = pairs[0][1]
+                else:
+                    le = tuple(sorted(pairs))
             fam = name
-            if le is not None or re.search(r"_(sum|count)$", name):
+            if isinstance(le, str) or re.search(r"_(sum|count)$", name):
                 fam = re.sub(r"_(bucket|sum|count)$", "", name)
             if fam not in helps or fam not in types:
                 problems.append("sample %s before/without HELP and TYPE of %s" % (name, fam))
@@ -155,6 +169,15 @@ def compare(prom_text, s, adjust_self):
         psum = samples.get(base + "_sum")
         if psum is None or not math.isclose(psum, h["sum"], rel_tol=1e-5, abs_tol=1e-9):
             diffs.append("%s_sum = %s, BSON sum = %s" % (base, psum, h["sum"]))
+    for pool in s["pools"]:
+        for fam, field in MEMBER_GAUGES.items():
+            key = ("mongoplex_" + fam, (("member", pool["host"]),))
+            if samples.get(key) != pool[field]:
+                diffs.append("%s = %s, pools[%s].%s = %s" % (key, samples.get(key),
+                                                             pool["host"], field, pool[field]))
+        key = ("mongoplex_member_info", (("member", pool["host"]), ("type", pool["type"])))
+        if samples.get(key) != 1:
+            diffs.append("%s missing" % (key,))
     return diffs
 
 
@@ -342,6 +365,7 @@ def test_metrics_format():
     want.update({"mongoplex_%s_total" % k: "counter" for k in s["counters"]})
     want.update({"mongoplex_%s" % k: "gauge" for k in s["gauges"]})
     want.update({"mongoplex_%s" % k: "histogram" for k in s["histograms"]})
+    want.update({"mongoplex_%s" % k: "gauge" for k in list(MEMBER_GAUGES) + ["member_info"]})
     check_eq(types, want, "metric families and their TYPE (one per BSON counter, gauge, "
              "histogram)")
     check_eq(set(helps), set(want), "families with a HELP line")
