@@ -40,6 +40,7 @@
 #include "core/errors.h"
 #include "core/xalloc.h"
 #include "pool/pool.h"
+#include "pool/pool_users.h"
 #include "proxy/client.h"
 #include "proxy/cursor_table.h"
 #include "proxy/proxy.h"
@@ -572,13 +573,13 @@ static void reply_kill_merged(struct request *req, const bson_t *body, const str
 static void opened(struct request *req, int64_t id, const char *ns)
 {
 	if (req->owner != NULL) {
-		cursor_table_record(req->owner->id, req->pool, id, ns ? ns : "");
+		cursor_table_record(req->owner->id, pool_member_of(req->pool), id, ns ? ns : "");
 		return;
 	}
 	if (ns == NULL || strchr(ns, '.') == NULL)
 		return;
 	log_debug("cursor %" PRId64 " on %s opened for a client already gone: killing it", id, ns);
-	kill_enqueue(req->pool, ns, id);
+	kill_enqueue(pool_member_of(req->pool), ns, id);
 	pump_schedule();
 }
 
