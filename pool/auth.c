@@ -374,10 +374,10 @@ static enum auth_result fail(struct server *s, char *err, size_t errlen, const c
 	STAT_INC(backend_auth_failures);
 	if (s->pool->user != NULL) {
 		snprintf(err, errlen,
-			 "backend login as the client's own user \"%s.%s\" failed on %s: %s "
+			 "backend login as the client's own user \"%s.%s\" failed on %s "
 			 "(auth_pool_mode = per_user needs the proxy's secret for this user to "
-			 "carry the backend's salt and iteration count: use auth_query = on or "
-			 "copy the backend's usersInfo credentials into auth_users_file)",
+			 "carry the backend's salt and iteration count: auth_query = on, or "
+			 "usersInfo's credentials copied into auth_users_file): %s",
 			 login_source(s), login_user(s), s->pool->parent->name, why);
 		return AUTH_FAILED;
 	}
