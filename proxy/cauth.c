@@ -586,10 +586,12 @@ static void speculative(struct client *c, const bson_t *hello, bson_t *reply)
 	if (!bson_init_static(&spec, data, len))
 		return;
 	db = get_str(&spec, "db");
+	why[0] = '\0'; /* START_WAIT leaves it empty */
 	if (sasl_start(a, &spec, db ? db : "admin", NULL, NULL, out, sizeof(out), why,
 		       sizeof(why)) != START_OK) {
 		client_info(c, "speculative login of \"%s.%s\" not started: %s", a->conv_db,
-			    a->conv_user, why);
+			    a->conv_user,
+			    why[0] ? why : "its secret is being looked up (auth_query)");
 		return;
 	}
 	STAT_INC(client_auth_speculative);

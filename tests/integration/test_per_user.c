@@ -146,9 +146,10 @@ static mongoc_client_t *login_client(struct env *e, const char *user, const char
 {
 	char uri[512];
 
-	snprintf(uri, sizeof(uri),
-		 "mongodb://%s:%s@127.0.0.1:%d/?authSource=admin%s%s&serverSelectionTimeoutMS=10000",
-		 user, pw, e->p->port, mech ? "&authMechanism=" : "", mech ? mech : "");
+	snprintf(
+	    uri, sizeof(uri),
+	    "mongodb://%s:%s@127.0.0.1:%d/?authSource=admin%s%s&serverSelectionTimeoutMS=10000",
+	    user, pw, e->p->port, mech ? "&authMechanism=" : "", mech ? mech : "");
 	return h_client_uri(uri, "peruser");
 }
 
@@ -233,10 +234,11 @@ Test(per_user, connection_status_is_the_backends_view, .timeout = 120)
 	/* Forwarded, not answered by the proxy: the two connectionStatus did not
 	 * add to requests_local (two stats reads did: 2 * per_call). */
 	local0 = counter(&e, "requests_local");
-	cr_assert_lt(local0 - local1, 2 * per_call + 2,
-		     "connectionStatus was answered by the proxy, not by the backend (requests_local "
-		     "+%" PRId64 ", a stats read adds %" PRId64 ")",
-		     local0 - local1, per_call);
+	cr_assert_lt(
+	    local0 - local1, 2 * per_call + 2,
+	    "connectionStatus was answered by the proxy, not by the backend (requests_local "
+	    "+%" PRId64 ", a stats read adds %" PRId64 ")",
+	    local0 - local1, per_call);
 	cr_assert_geq(counter(&e, "user_backend_logins") - logins0, 2,
 		      "the backend connections did not log in as the users");
 	cr_assert_geq(counter(&e, "user_pools_created"), 2);
@@ -312,8 +314,8 @@ Test(per_user, users_file_secret_must_carry_the_backends_salt, .timeout = 120)
 	cr_assert_eq(err.code, 18, "code %u: %s", err.code, err.message);
 	cr_assert(strstr(err.message, "salt and iteration count") != NULL, "%s", err.message);
 	cr_assert(strstr(err.message, "admin.puown") != NULL, "%s", err.message);
-	cr_assert(log_contains(e.p, "backend login as the client's own user \"admin.puown\""),
-		  "%s", proxy_log_tail(e.p, 3000));
+	cr_assert(log_contains(e.p, "backend login as the client's own user \"admin.puown\""), "%s",
+		  proxy_log_tail(e.p, 3000));
 	cr_assert_geq(counter(&e, "user_backend_login_failures"), 1);
 	mongoc_client_destroy(own);
 	mongoc_client_destroy(copied);
@@ -420,8 +422,9 @@ Test(per_user, two_users_lookups_never_merged, .timeout = 180)
 	cr_log_info("two users, 4 threads each: batch_user_separate %" PRId64
 		    ", batch_lookups_merged %" PRId64,
 		    sep, merged);
-	cr_assert_gt(sep, 0, "no lookup found an open batch of the other user (counter %" PRId64
-			     "): the test did not race, or users are merged",
+	cr_assert_gt(sep, 0,
+		     "no lookup found an open batch of the other user (counter %" PRId64
+		     "): the test did not race, or users are merged",
 		     sep);
 	cr_assert_gt(merged, 0, "lookups of one user were not merged at all");
 	env_stop(&e);
