@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "pool/scram.h"
 
 #ifndef MP_SOURCE_DIR
 #define MP_SOURCE_DIR "."
@@ -634,4 +635,111 @@ Test(per_user, figures_per_user_vs_shared, .timeout = 300)
 		    lk_sh);
 	cr_assert_gt(lg_pu, 0.0);
 	cr_assert_gt(lk_sh, 0.0);
+}
+
+/* ------------------------------------------------------------ cursors */
+
+/* SCRAM-SHA-256 login on a raw connection (skipEmptyExchange); its code. */
+static int raw_login(int fd, const char *user, const char *pw)
+{
+	struct scram sc;
+	char prepared[256], msg[SCRAM_MSG_MAX], err[256];
+	bson_t cmd, reply, opts;
+	bson_iter_t it;
+	bson_subtype_t st;
+	const uint8_t *data;
+	uint32_t len;
+	int code = 0;
+	static int32_t rid = 5000;
+
+	cr_assert(scram_prepare_password(SCRAM_SHA_256, user, pw, prepared, sizeof(prepared), err,
+					 sizeof(err)));
+	cr_assert(scram_start(&sc, SCRAM_SHA_256, user, prepared, NULL, msg, sizeof(msg), err,
+			      sizeof(err)));
+	bson_init(&cmd);
+	BSON_APPEND_INT32(&cmd, "saslStart", 1);
+	BSON_APPEND_UTF8(&cmd, "mechanism", "SCRAM-SHA-256");
+	bson_append_binary(&cmd, "payload", -1, BSON_SUBTYPE_BINARY, (const uint8_t *)msg,
+			   (uint32_t)strlen(msg));
+	BSON_APPEND_DOCUMENT_BEGIN(&cmd, "options", &opts);
+	BSON_APPEND_BOOL(&opts, "skipEmptyExchange", true);
+	bson_append_document_end(&cmd, &opts);
+	BSON_APPEND_UTF8(&cmd, "$db", "admin");
+	cr_assert(raw_command(fd, rid++, &cmd, &reply, 10000), "saslStart: no reply");
+	bson_destroy(&cmd);
+	if (!h_get_bool(&reply, "ok")) {
+		code = (int)h_get_int(&reply, "code", -1);
+		goto out;
+	}
+	cr_assert(bson_iter_init_find(&it, &reply, "payload") && BSON_ITER_HOLDS_BINARY(&it));
+	bson_iter_binary(&it, &st, &len, &data);
+	cr_assert(
+	    scram_client_final(&sc, (const char *)data, len, msg, sizeof(msg), err, sizeof(err)),
+	    "%s", err);
+	bson_init(&cmd);
+	BSON_APPEND_INT32(&cmd, "saslContinue", 1);
+	BSON_APPEND_INT32(&cmd, "conversationId", (int32_t)h_get_int(&reply, "conversationId", 0));
+	bson_append_binary(&cmd, "payload", -1, BSON_SUBTYPE_BINARY, (const uint8_t *)msg,
+			   (uint32_t)strlen(msg));
+	BSON_APPEND_UTF8(&cmd, "$db", "admin");
+	bson_destroy(&reply);
+	cr_assert(raw_command(fd, rid++, &cmd, &reply, 10000), "saslContinue: no reply");
+	bson_destroy(&cmd);
+	if (!h_get_bool(&reply, "ok"))
+		code = (int)h_get_int(&reply, "code", -1);
+	else
+		cr_assert(h_get_bool(&reply, "done"), "login not done after the proof");
+out:
+	bson_destroy(&reply);
+	scram_clear(&sc);
+	return code;
+}
+
+/* A command on a raw connection: its reply in *reply (caller destroys). */
+static void raw_json(int fd, const char *json, bson_t *reply)
+{
+	bson_error_t berr;
+	bson_t *cmd = bson_new_from_json((const uint8_t *)json, -1, &berr);
+
+	cr_assert(cmd != NULL, "%s", berr.message);
+	BSON_APPEND_UTF8(cmd, "$db", "peruser");
+	cr_assert(raw_command(fd, 77, cmd, reply, 10000), "%s: no reply", json);
+	bson_destroy(cmd);
+}
+
+Test(per_user, cursor_of_one_user_unknown_to_the_next, .timeout = 120)
+{
+	struct env e;
+	bson_t reply;
+	bson_error_t err;
+	char json[200];
+	int64_t id;
+	int fd;
+
+	backend_start(&e);
+	create_user(&e, "pca", "pca-Pw7");
+	create_user(&e, "pcb", "pcb-Pw8");
+	for (int i = 0; i < 3; i++)
+		cr_assert(insert_doc(e.admin, "cur", i, "pca", &err), "%s", err.message);
+	proxy_up(&e, NULL);
+	fd = raw_connect(e.p);
+	cr_assert_eq(raw_login(fd, "pca", "pca-Pw7"), 0);
+	raw_json(fd, "{\"find\": \"cur\", \"batchSize\": 1}", &reply);
+	id = h_get_int(&reply, "cursor.id", 0);
+	bson_destroy(&reply);
+	cr_assert_neq(id, 0, "no cursor left open");
+	raw_json(fd, "{\"logout\": 1}", &reply);
+	bson_destroy(&reply);
+	cr_assert_eq(raw_login(fd, "pcb", "pcb-Pw8"), 0);
+	snprintf(json, sizeof(json),
+		 "{\"getMore\": {\"$numberLong\": \"%" PRId64 "\"}, "
+		 "\"collection\": \"cur\"}",
+		 id);
+	raw_json(fd, json, &reply);
+	cr_assert(!h_get_bool(&reply, "ok"), "user pcb continued pca's cursor");
+	cr_assert_eq(h_get_int(&reply, "code", -1), 43, "code %" PRId64,
+		     h_get_int(&reply, "code", -1));
+	bson_destroy(&reply);
+	close(fd);
+	env_stop(&e);
 }
