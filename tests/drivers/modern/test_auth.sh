@@ -53,11 +53,14 @@ for mech in SCRAM-SHA-256 SCRAM-SHA-1; do
   echo "=== drivers_modern_auth: $mech ${drivers[*]}"
   # run.sh gets URIs with the user's credentials for both runs.
   MODERN_AUTH="modern:$USER_PW@" MODERN_MECH="$mech" MODERN_HOSTPORT="$hostport" \
+  MODERN_CHECK="$ROOT/tests/drivers/modern/check_per_user.py" MODERN_CHECK_PY="$MODERN_PY" \
   "$ROOT/scripts/with-proxy.sh" "$uri" pool_size=4 auth_mode=scram \
       auth_query=on -- bash -c '
     p="${MONGOPLEX_PROXY_URI#mongodb://}"
     export MONGOPLEX_DIRECT_URI="mongodb://${MODERN_AUTH}${MODERN_HOSTPORT}/?authSource=admin&authMechanism=${MODERN_MECH}"
     export MONGOPLEX_PROXY_URI="mongodb://${MODERN_AUTH}${p%/}/?authSource=admin&authMechanism=${MODERN_MECH}"
-    exec "$0" "$@"' "$ROOT/tests/drivers/modern/run.sh" "${drivers[@]}" || rc=1
+    "$0" "$@" || exit 1
+    exec "$MODERN_CHECK_PY" "$MODERN_CHECK" "$MONGOPLEX_PROXY_URI" modern' \
+      "$ROOT/tests/drivers/modern/run.sh" "${drivers[@]}" || rc=1
 done
 exit $rc
