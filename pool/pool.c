@@ -653,8 +653,10 @@ static void expire_servers(struct pool *p, uint64_t now)
 			}
 	TAILQ_FOREACH_SAFE(s, &p->idle, link, tmp) {
 		bool too_many = pool_live(p) > g.cfg.pool_size;
-		bool idle_too_long = idle_limit && now - s->idle_since_usec > idle_limit &&
-				     pool_live(p) > g.cfg.min_pool_size;
+		/* A user's pool keeps no minimum: it empties and is freed. */
+		int64_t keep = p->parent != NULL ? 0 : g.cfg.min_pool_size;
+		bool idle_too_long =
+		    idle_limit && now - s->idle_since_usec > idle_limit && pool_live(p) > keep;
 
 		if (too_many)
 			server_close(s, MP_ERR(HOST_UNREACHABLE),
