@@ -101,7 +101,7 @@ static const struct cfg_key keys[] = {
      "clients log in with SCRAM-SHA-256 or SCRAM-SHA-1 against auth_users_file (and/or "
      "auth_query); before "
      "that only hello, ping, buildInfo and the SASL commands run (others: code 13). "
-     "Authenticated clients run on the proxy's own backend identity (shared)."},
+     "Which backend identity authenticated clients run on: auth_pool_mode."},
     {"auth_users_file", CFG_STRING, OFF(auth_users_file), "", 0, 0, true, "client authentication",
      "With auth_mode = scram: the users and their SCRAM verifiers, one line each: db.user "
      "SCRAM-SHA-256$iterations:salt$StoredKey:ServerKey [SCRAM-SHA-1$...] (write lines with "
@@ -112,6 +112,18 @@ static const struct cfg_key keys[] = {
      "the backend with usersInfo {showCredentials: true} as the proxy's backend_uri identity "
      "(which then needs the viewUser privilege on the user's database); logins wait for the "
      "lookup (bounded by queue_timeout_ms)."},
+    {"auth_pool_mode", CFG_STRING, OFF(auth_pool_mode), "per_user", 0, 0, false,
+     "client authentication",
+     "With auth_mode = scram: per_user: each logged-in user's requests run only on backend "
+     "connections that logged in as that user, with the ClientKey recovered from the user's "
+     "own login (needs the backend's salt and iteration count: auth_query, or a users-file "
+     "line copied from the backend); pool_size applies per user. shared: authentication "
+     "only gates admission and every user runs on the proxy's backend_uri identity."},
+    {"max_backend_conn", CFG_INT, OFF(max_backend_conn), "0", 0, 1000000, true, "backend",
+     "Cap on all backend connections of all pools together (the proxy's own and every "
+     "user's; not the replica-set monitor's). At the cap a pool that needs a connection "
+     "closes the oldest idle connection of another pool; with none idle the request waits "
+     "(queue_timeout_ms). 0: no cap beyond pool_size per pool."},
     {"auth_cache_ttl_ms", CFG_INT, OFF(auth_cache_ttl_ms), "60000", 0, INT64_C(86400000), true,
      "client authentication",
      "With auth_query: how long a looked-up secret (or the backend's \"no such user\") is "
@@ -513,6 +525,13 @@ static bool validate_auth(const struct cfg *c, const char *blame[2], char *err, 
 	if (strcmp(c->auth_mode, "scram") == 0 && c->auth_users_file[0] == '\0' && !c->auth_query) {
 		snprintf(err, errlen, "auth_mode = scram needs auth_users_file or auth_query = on");
 		blame[1] = "auth_users_file";
+		return false;
+	}
+	if (strcmp(c->auth_pool_mode, "per_user") != 0 &&
+	    strcmp(c->auth_pool_mode, "shared") != 0) {
+		snprintf(err, errlen, "auth_pool_mode: \"%s\" is not per_user or shared",
+			 c->auth_pool_mode);
+		blame[0] = "auth_pool_mode";
 		return false;
 	}
 	return true;

@@ -42,11 +42,13 @@ struct cfg {
 	int64_t connect_timeout_ms;
 	int64_t server_idle_timeout_ms;
 	int64_t reconnect_backoff_max_ms;
-	bool advertise_mongos; /* hello says isdbgrid over a standalone backend */
+	bool advertise_mongos;	  /* hello says isdbgrid over a standalone backend */
+	int64_t max_backend_conn; /* all pools together, 0: no cap (pool/pool_users.c) */
 	/* client authentication (proxy/cauth.c) */
 	char *auth_mode; /* "none" | "scram" */
 	char *auth_users_file;
 	bool auth_query;
+	char *auth_pool_mode; /* "per_user" | "shared" */
 	int64_t auth_cache_ttl_ms;
 	int64_t auth_max_failures;
 	bool auth_stats_unauthenticated;

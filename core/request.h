@@ -37,6 +37,7 @@ struct server;
 struct pool;
 struct batch;
 struct lookup;
+struct pool_user;
 struct cursor_note;
 struct wire_msg;
 struct backend_info;
@@ -157,6 +158,10 @@ struct request {
 	 * its transaction's), its $readPreference (NULL: primary), its slot + 1
 	 * in the transaction pin table, and whether it waits for a member. */
 	struct pool *route_pool;
+	/* auth_pool_mode = per_user: the logged-in user it runs as (pool/
+	 * pool_users.h; the owner or batch holds the reference), NULL: the
+	 * proxy's own identity. */
+	struct pool_user *user;
 	bson_t *read_pref;
 	int txn_pin;
 	bool select_waiting;

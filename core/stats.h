@@ -66,6 +66,13 @@
 	X(auth_query_cache_hits, "Logins served by a cached auth_query secret")                    \
 	X(auth_query_shared, "Logins that joined a lookup already running for their user")         \
 	X(client_auth_unauthorized, "Commands refused before login (code 13 Unauthorized)")        \
+	X(user_pools_created, "Per-user backend pools created (auth_pool_mode = per_user)")        \
+	X(user_backend_logins, "Backend connections logged in as a client's own user")             \
+	X(user_backend_login_failures, "Backend logins as a client's user that were refused")      \
+	X(batch_user_separate, "Lookups kept out of an open batch of another user")                \
+	X(backend_conn_cap_evictions, "Idle connections closed to stay under max_backend_conn")    \
+	X(backend_conn_cap_waits, "Connects deferred because max_backend_conn was reached")        \
+	X(backend_conn_peak, "Most backend connections open at once, all pools (a maximum)")       \
 	X(reloads, "Successful configuration reloads")                                             \
 	X(reload_failures, "Rejected configuration reloads")                                       \
 	X(lb_pins_opened, "Backend connections pinned to a load-balanced cursor or transaction")   \

@@ -16,6 +16,7 @@
 #include "config/secret.h"
 #include "core/xalloc.h"
 #include "pool/pool.h"
+#include "pool/pool_users.h"
 #include "pool/server.h"
 #include "core/globals.h"
 #include "core/stats.h"
@@ -30,6 +31,9 @@ struct auth_conv {
 	bool speculative; /* a saslStart rode in the hello */
 	bson_value_t conversation_id;
 	bool have_conversation_id;
+	/* per_user pools: log in as this user with its keys (no password);
+	 * NULL: the proxy's own credentials. Taken from the server's pool. */
+	const struct pool_user *user;
 };
 
 static struct auth_cred cred; /* the credentials in force */
@@ -238,8 +242,25 @@ static struct auth_conv *conv_new(struct server *s)
 {
 	struct auth_conv *a = xcalloc(1, sizeof(*a));
 
+	a->user = s->pool->user;
 	s->auth = a;
 	return a;
+}
+
+/* Who a connection logs in as: the pool's user, else backend_uri's. */
+static const char *login_user(const struct server *s)
+{
+	return s->pool->user != NULL ? pool_user_name(s->pool->user) : cred.user;
+}
+
+static const char *login_source(const struct server *s)
+{
+	return s->pool->user != NULL ? pool_user_db(s->pool->user) : cred.source;
+}
+
+static bool login_enabled(const struct server *s)
+{
+	return cred.enabled || s->pool->user != NULL;
 }
 
 void auth_conv_free(struct server *s)
@@ -260,9 +281,18 @@ static bool conv_start(struct auth_conv *a, enum scram_mech m, char *payload, si
 		       size_t errlen)
 {
 	char prepared[256];
-	bool ok = scram_prepare_password(m, cred.user, cred.password, prepared, sizeof(prepared),
-					 err, errlen) &&
-		  scram_start(&a->sc, m, cred.user, prepared, NULL, payload, cap, err, errlen);
+	const struct pool_user_keys *k;
+	bool ok;
+
+	if (a->user != NULL) { /* per_user: the ClientKey from the client's own login */
+		k = pool_user_keys(a->user);
+		return scram_start_keys(&a->sc, k->mech, pool_user_name(a->user), k->client_key,
+					k->server_key, k->salt, k->salt_len, k->iterations, NULL,
+					payload, cap, err, errlen);
+	}
+	ok = scram_prepare_password(m, cred.user, cred.password, prepared, sizeof(prepared), err,
+				    errlen) &&
+	     scram_start(&a->sc, m, cred.user, prepared, NULL, payload, cap, err, errlen);
 
 	OPENSSL_cleanse(prepared, sizeof(prepared));
 	return ok;
@@ -286,25 +316,27 @@ void auth_extend_hello(struct server *s, bson_t *cmd)
 {
 	struct auth_conv *a;
 	char payload[SCRAM_MSG_MAX], err[256], ns[520];
+	enum scram_mech m = cred.mech_given ? cred.mech : SCRAM_SHA_256;
 	bson_t spec;
 
-	if (!cred.enabled)
+	if (!login_enabled(s))
 		return;
 	a = conv_new(s);
-	if (!cred.mech_given) {
+	if (a->user != NULL)
+		m = pool_user_keys(a->user)->mech;
+	else if (!cred.mech_given) {
 		snprintf(ns, sizeof(ns), "%s.%s", cred.source, cred.user);
 		BSON_APPEND_UTF8(cmd, "saslSupportedMechs", ns);
 	}
 	/* Speculative: the given mechanism, else SCRAM-SHA-256 (as drivers do). */
-	if (!conv_start(a, cred.mech_given ? cred.mech : SCRAM_SHA_256, payload, sizeof(payload),
-			err, sizeof(err))) {
+	if (!conv_start(a, m, payload, sizeof(payload), err, sizeof(err))) {
 		server_debug(s, "no speculative authentication: %s", err);
 		return;
 	}
 	a->speculative = true;
 	BSON_APPEND_DOCUMENT_BEGIN(cmd, "speculativeAuthenticate", &spec);
 	append_sasl_start(&spec, a->sc.mech, payload);
-	BSON_APPEND_UTF8(&spec, "db", cred.source);
+	BSON_APPEND_UTF8(&spec, "db", login_source(s));
 	bson_append_document_end(cmd, &spec);
 }
 
@@ -312,7 +344,7 @@ static void send_cmd(struct server *s, bson_t *cmd)
 {
 	struct evbuffer *out = xevbuffer_new();
 
-	BSON_APPEND_UTF8(cmd, "$db", cred.source);
+	BSON_APPEND_UTF8(cmd, "$db", login_source(s));
 	s->expect_response_to = wire_next_request_id();
 	wire_append_msg(out, s->expect_response_to, 0, 0, cmd);
 	sbuf_write(&s->sb, out);
@@ -333,11 +365,13 @@ static void send_continue(struct server *s, struct auth_conv *a, const char *pay
 }
 
 /* The mechanism to use when the hello did not carry the first step. */
-static enum scram_mech negotiate(const bson_t *hello)
+static enum scram_mech negotiate(const struct auth_conv *a, const bson_t *hello)
 {
 	bson_iter_t it, arr;
 	bool sha1 = false;
 
+	if (a->user != NULL)
+		return pool_user_keys(a->user)->mech;
 	if (cred.mech_given)
 		return cred.mech;
 	if (!bson_iter_init_find(&it, hello, "saslSupportedMechs") || !BSON_ITER_HOLDS_ARRAY(&it) ||
@@ -355,9 +389,18 @@ static enum scram_mech negotiate(const bson_t *hello)
 
 static enum auth_result fail(struct server *s, char *err, size_t errlen, const char *why)
 {
+	STAT_INC(backend_auth_failures);
+	if (s->pool->user != NULL) {
+		snprintf(err, errlen,
+			 "backend login as the client's own user \"%s.%s\" failed on %s "
+			 "(auth_pool_mode = per_user needs the proxy's secret for this user to "
+			 "carry the backend's salt and iteration count: auth_query = on, or "
+			 "usersInfo's credentials copied into auth_users_file): %s",
+			 login_source(s), login_user(s), s->pool->parent->name, why);
+		return AUTH_FAILED;
+	}
 	snprintf(err, errlen, "backend authentication failed for user \"%s\" on %s: %s", cred.user,
 		 pool_name(s->pool), why);
-	STAT_INC(backend_auth_failures);
 	return AUTH_FAILED;
 }
 
@@ -420,9 +463,11 @@ static enum auth_result logged_in(struct server *s, struct auth_conv *a, struct 
 {
 	*bi = a->bi;
 	STAT_INC(backend_auth_ok);
+	if (a->user != NULL)
+		STAT_INC(user_backend_logins);
 	if (a->speculative)
 		STAT_INC(backend_auth_speculative);
-	server_debug(s, "authenticated as \"%s\" on %s (%s%s)", cred.user, cred.source,
+	server_debug(s, "authenticated as \"%s\" on %s (%s%s)", login_user(s), login_source(s),
 		     scram_mech_name(a->sc.mech), a->speculative ? ", speculative" : "");
 	return AUTH_DONE;
 }
@@ -472,7 +517,7 @@ static enum auth_result on_hello(struct server *s, const bson_t *reply, struct b
 
 	if (!handshake_parse_backend(reply, bi, err, errlen))
 		return AUTH_BAD_HELLO;
-	if (!cred.enabled)
+	if (!login_enabled(s))
 		return AUTH_DONE;
 	if (a == NULL)
 		a = conv_new(s);
@@ -483,7 +528,7 @@ static enum auth_result on_hello(struct server *s, const bson_t *reply, struct b
 		if (bson_init_static(&spec, data, len) && parse_sasl(a, &spec, &r))
 			return on_server_first(s, a, &r, err, errlen);
 	}
-	return send_start(s, a, negotiate(reply), err, errlen);
+	return send_start(s, a, negotiate(a, reply), err, errlen);
 }
 
 enum auth_result auth_on_reply(struct server *s, const bson_t *reply, struct backend_info *bi,

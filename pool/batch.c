@@ -34,6 +34,7 @@
 #include "pool/batch_int.h"
 #include "pool/batch_sizes.h"
 #include "pool/pool.h"
+#include "pool/pool_users.h"
 #include "pool/server.h"
 #include "core/globals.h"
 #include "core/stats.h"
@@ -176,6 +177,7 @@ void batch_free(struct batch *b)
 	free(b->key);
 	free(b);
 	req->batch = NULL;
+	pool_user_put(req->user); /* per_user: the batch's reference */
 	request_free(req);
 }
 
@@ -208,14 +210,26 @@ int32_t batch_reply_size(const struct batch *b, int want)
 	return (int32_t)(n < fit ? n : fit);
 }
 
-static struct batch *find_open(const char *key, size_t keylen, const struct lookup *lk)
+/* An open batch with the same key and room, run as the same user
+ * (per_user: lookups of different users are never merged). */
+static struct batch *find_open(const char *key, size_t keylen, const struct request *req)
 {
+	const struct lookup *lk = req->lookup;
 	struct batch *b;
+	bool other_user = false;
 
-	TAILQ_FOREACH(b, &open_batches, open_link)
-		if (b->keylen == keylen && memcmp(b->key, key, keylen) == 0 &&
-		    b->nids + lk->ids.n <= b->max_ids)
+	TAILQ_FOREACH(b, &open_batches, open_link) {
+		if (b->keylen != keylen || memcmp(b->key, key, keylen) != 0)
+			continue;
+		if (b->req->user != req->user) {
+			other_user = true;
+			continue;
+		}
+		if (b->nids + lk->ids.n <= b->max_ids)
 			return b;
+	}
+	if (other_user)
+		STAT_INC(batch_user_separate);
 	return NULL;
 }
 
@@ -286,8 +300,11 @@ static bool probe(struct request *req, const bson_t *body, struct probe *pr)
 	const char *why = batch_ids_classify(body);
 	struct bsonval_it it; /* the body was validated (wire_parse_msg) */
 	const char *db = NULL, *coll = NULL;
+	struct pool *target = pool_target();
 
-	pr->idle = !TAILQ_EMPTY(&pool_target()->idle);
+	if (req->user != NULL) /* per_user: the user's pool is the one that matters */
+		target = pool_users_pool(target, req->user);
+	pr->idle = !TAILQ_EMPTY(&target->idle);
 	if (why != NULL) {
 		log_debug("C-%" PRIu64 " request %d: find not batchable: %s",
 			  req->owner ? req->owner->id : 0, req->client_request_id, why);
@@ -330,7 +347,7 @@ static struct batch *join_or_open(struct request *req, const bson_t *body, const
 	len = key_len(&kp, pr->db, pr->coll);
 	key = len <= sizeof(stack_key) ? stack_key : xmalloc(len);
 	key_write(&kp, pr->db, pr->coll, key);
-	b = find_open(key, len, req->lookup);
+	b = find_open(key, len, req);
 	if (key != stack_key)
 		free(key);
 	*fresh = false;
@@ -342,7 +359,11 @@ static struct batch *join_or_open(struct request *req, const bson_t *body, const
 		return NULL;
 	}
 	*fresh = true;
-	return batch_open(&kp, pr->db, pr->coll);
+	b = batch_open(&kp, pr->db, pr->coll);
+	b->req->user = req->user; /* per_user: the batch runs as its members' user */
+	if (b->req->user != NULL)
+		pool_user_ref(b->req->user);
+	return b;
 }
 
 /* When the batch goes to the pool, now that `req` is a member. */

@@ -26,6 +26,7 @@
 #include "pool/backend_tls.h"
 #include "pool/pin.h"
 #include "pool/pool_int.h"
+#include "pool/pool_users.h"
 #include "pool/select.h"
 #include "pool/sticky.h"
 #include "core/topover.h"
@@ -97,6 +98,12 @@ struct pool *pool_new(const char *name, const char *host, uint16_t port)
 {
 	struct pool *p = &pools[npools++];
 
+	pool_init(p, name, host, port);
+	return p;
+}
+
+void pool_init(struct pool *p, const char *name, const char *host, uint16_t port)
+{
 	snprintf(p->name, sizeof(p->name), "%s", name);
 	snprintf(p->host, sizeof(p->host), "%s", host);
 	p->port = port;
@@ -107,7 +114,6 @@ struct pool *pool_new(const char *name, const char *host, uint16_t port)
 	REQUEST_QUEUE_INIT(&p->hello_waiters);
 	p->usable = true;
 	p->backoff_ms = 100;
-	return p;
 }
 
 bool pool_init_all(const char *uri_str, char *err, size_t errlen)
@@ -156,20 +162,25 @@ out:
 	return ok;
 }
 
+static void close_all(struct pool *p, void *arg)
+{
+	struct server *s;
+
+	(void)arg;
+	while ((s = TAILQ_FIRST(&p->idle)) != NULL)
+		server_close(s, MP_ERR(SHUTDOWN_IN_PROGRESS), "shutting down");
+	while ((s = TAILQ_FIRST(&p->active)) != NULL)
+		server_close(s, MP_ERR(SHUTDOWN_IN_PROGRESS), "shutting down");
+	while ((s = TAILQ_FIRST(&p->connecting)) != NULL)
+		server_close(s, MP_ERR(SHUTDOWN_IN_PROGRESS), "shutting down");
+}
+
 void pool_shutdown_all(void)
 {
 	topology_stop();
-	for (int i = 0; i < npools; i++) {
-		struct pool *p = &pools[i];
-		struct server *s;
-
-		while ((s = TAILQ_FIRST(&p->idle)) != NULL)
-			server_close(s, MP_ERR(SHUTDOWN_IN_PROGRESS), "shutting down");
-		while ((s = TAILQ_FIRST(&p->active)) != NULL)
-			server_close(s, MP_ERR(SHUTDOWN_IN_PROGRESS), "shutting down");
-		while ((s = TAILQ_FIRST(&p->connecting)) != NULL)
-			server_close(s, MP_ERR(SHUTDOWN_IN_PROGRESS), "shutting down");
-	}
+	pool_users_foreach(close_all, NULL);
+	for (int i = 0; i < npools; i++)
+		close_all(&pools[i], NULL);
 }
 
 static bool may_connect(const struct pool *p)
@@ -180,6 +191,11 @@ static bool may_connect(const struct pool *p)
 /* Open connections for waiting requests that no connecting server covers. */
 static void connect_for_waiters(struct pool *p)
 {
+	pool_connect_for_waiters(p);
+}
+
+void pool_connect_for_waiters(struct pool *p)
+{
 	int want = p->waiting.n;
 
 	if (p->addrlen == 0)
@@ -188,9 +204,11 @@ static void connect_for_waiters(struct pool *p)
 		want = 1;
 	if ((p->last_code == 18 || p->tls_failed) && want > 1)
 		want = 1; /* credentials or TLS failed: one probe per backoff step */
-	while (want > p->n_connecting && may_connect(p))
+	while (want > p->n_connecting && may_connect(p) && pool_cap_room(p, true)) {
 		if (!server_connect(p))
 			return;
+		pool_cap_note_peak();
+	}
 }
 
 /* The highest round among req's owner's requests waiting in p's queue. */
@@ -377,6 +395,8 @@ void pool_submit(struct request *req)
 	}
 	if (p->member.type == TOPO_SECONDARY && topology_active())
 		STAT_INC(rs_secondary_routed);
+	if (req->user != NULL) /* per_user: the user's own pool under that member */
+		p = pool_users_pool(p, req->user);
 	s = TAILQ_FIRST(&p->idle);
 	req->pool = p;
 	if (sticky == NULL && s != NULL && may_dispatch(req)) {
@@ -493,6 +513,16 @@ static void rs_connect_failed(struct pool *p, int code, const char *codename, co
 		pool_rs_requeue(p, code, codename, why);
 }
 
+/* A user's pool failed to log in (or connect): its waiters get the reason,
+ * code 18 naming the user for a refused login. One probe per backoff step. */
+static void user_connect_failed(struct pool *p, int code, const char *codename, const char *why)
+{
+	if (code == mp_errors[MP_ERR_AUTHENTICATION_FAILED].code)
+		STAT_INC(user_backend_login_failures);
+	if (pool_live(p) == 0)
+		fail_waiters(p, code, codename, why);
+}
+
 void pool_connect_failed(struct pool *p, int code, const char *codename, const char *why)
 {
 	p->connects_failed++;
@@ -504,6 +534,11 @@ void pool_connect_failed(struct pool *p, int code, const char *codename, const c
 	p->backoff_ms *= 2;
 	if (p->backoff_ms > g.cfg.reconnect_backoff_max_ms)
 		p->backoff_ms = g.cfg.reconnect_backoff_max_ms;
+	pool_cap_kick();
+	if (p->parent != NULL) {
+		user_connect_failed(p, code, codename, why);
+		return;
+	}
 	if (topology_active()) {
 		rs_connect_failed(p, code, codename, why);
 		return;
@@ -544,6 +579,10 @@ void pool_server_ready(struct server *s, const struct backend_info *bi)
 	if (topology_active() && bi->kind != BACKEND_RS_PRIMARY && p->member.type == TOPO_PRIMARY) {
 		select_suspect(p, "a new connection's hello says it is not the primary");
 	}
+	if (bi->kind == BACKEND_RS_OTHER && !topology_active() && p->parent != NULL) {
+		server_close(s, MP_ERR(HOST_UNREACHABLE), "backend is not a writable primary");
+		return;
+	}
 	if (bi->kind == BACKEND_RS_OTHER && !topology_active()) {
 		p->usable = false;
 		if (p == pool_target() && npools > 1) {
@@ -577,6 +616,8 @@ void pool_server_idle(struct server *s)
 			     g.cfg.pool_size);
 		return;
 	}
+	if (pool_cap_retire(s))
+		return; /* max_backend_conn: a pool with no connection gets this slot */
 	if (req != NULL) {
 		dispatch(s, req);
 		return;
@@ -587,7 +628,10 @@ void pool_server_idle(struct server *s)
 
 void pool_server_gone(struct pool *p)
 {
+	if (pool_cap_evicting())
+		return; /* closed to make room for another pool */
 	connect_for_waiters(p);
+	pool_cap_kick();
 }
 
 static void expire_waiting(struct pool *p, uint64_t now)
@@ -638,8 +682,10 @@ static void expire_servers(struct pool *p, uint64_t now)
 			}
 	TAILQ_FOREACH_SAFE(s, &p->idle, link, tmp) {
 		bool too_many = pool_live(p) > g.cfg.pool_size;
-		bool idle_too_long = idle_limit && now - s->idle_since_usec > idle_limit &&
-				     pool_live(p) > g.cfg.min_pool_size;
+		/* A user's pool keeps no minimum: it empties and is freed. */
+		int64_t keep = p->parent != NULL ? 0 : g.cfg.min_pool_size;
+		bool idle_too_long =
+		    idle_limit && now - s->idle_since_usec > idle_limit && pool_live(p) > keep;
 
 		if (too_many)
 			server_close(s, MP_ERR(HOST_UNREACHABLE),
@@ -650,8 +696,21 @@ static void expire_servers(struct pool *p, uint64_t now)
 	}
 }
 
+/* The janitor's work on a per-user pool (no min_pool_size there). */
+static void janitor_user_pool(struct pool *p, void *arg)
+{
+	uint64_t now = *(const uint64_t *)arg;
+
+	expire_servers(p, now);
+	expire_waiting(p, now);
+	if (!g.shutting_down)
+		connect_for_waiters(p);
+}
+
 void pool_janitor(uint64_t now)
 {
+	pool_users_foreach(janitor_user_pool, &now);
+	pool_users_sweep();
 	select_janitor(now);
 	for (int i = 0; i < npools; i++) {
 		struct pool *p = &pools[i];
@@ -660,9 +719,12 @@ void pool_janitor(uint64_t now)
 		expire_waiting(p, now);
 		if (g.shutting_down || (topology_active() && !p->rs_present))
 			continue;
-		while (p->usable && pool_live(p) < g.cfg.min_pool_size && may_connect(p))
+		while (p->usable && pool_live(p) < g.cfg.min_pool_size && may_connect(p) &&
+		       pool_cap_room(p, false)) {
 			if (!server_connect(p))
 				break;
+			pool_cap_note_peak();
+		}
 		connect_for_waiters(p);
 	}
 }

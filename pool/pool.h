@@ -29,6 +29,8 @@
 #include "core/handshake.h"
 #include "core/request.h"
 
+struct pool_user;
+
 struct pool {
 	char name[300]; /* host:port, for logs */
 	char host[256];
@@ -59,6 +61,11 @@ struct pool {
 	struct topo_member member;
 	bool rs_present;
 	int64_t suspect_usec;
+	/* Per-user child pools (pool/pool_users.h): the member pool it belongs
+	 * to and the user its connections log in as; NULL for a member pool. */
+	struct pool *parent;
+	struct pool_user *user;
+	bool empty_seen; /* empty at the last sweep (pool_users.c) */
 };
 
 /* Create the pools from the backend URI (host list). */

@@ -10,6 +10,9 @@
 
 #include "pool/pool.h"
 
+/* Initialise a pool's lists and names (the table's and child pools). */
+void pool_init(struct pool *p, const char *name, const char *host, uint16_t port);
+
 /* A new pool in the next free slot (the caller checked !pool_full()). */
 struct pool *pool_new(const char *name, const char *host, uint16_t port);
 
@@ -22,3 +25,6 @@ void pool_set_target(const struct pool *p);
 /* Replica set: p's waiting requests go to another member; those bound to p
  * (cursor, transaction) fail with code/codename/why. */
 void pool_rs_requeue(struct pool *p, int code, const char *codename, const char *why);
+
+/* Open connections for p's waiting requests (within pool_size and the cap). */
+void pool_connect_for_waiters(struct pool *p);

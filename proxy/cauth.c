@@ -20,8 +20,10 @@
 #include "core/request.h"
 #include "core/scram_msg.h"
 #include "core/stats.h"
+#include "pool/pool_users.h"
 #include "proxy/cauth_query.h"
 #include "proxy/client.h"
+#include "proxy/cursor.h"
 
 /* One client's authentication. Rules: authed names db/user; a conversation
  * is open while in_conv (conv_id is its id); failures counts logins failed
@@ -47,6 +49,9 @@ struct cauth_conn {
 	struct request *wait_req;
 	bson_t *wait_cmd;
 	char wait_why[256];
+	/* auth_pool_mode = per_user: the logged-in user's pool reference
+	 * (pool/pool_users.h), NULL when not logged in or shared. */
+	struct pool_user *pu;
 };
 
 /* What auth_query answered a waiting saslStart. */
@@ -106,6 +111,7 @@ void cauth_client_free(struct client *c)
 {
 	if (c->auth == NULL)
 		return;
+	pool_user_put(c->auth->pu);
 	if (c->auth->wait_req != NULL) { /* still waiting for auth_query */
 		cq_cancel(&c->auth->wait);
 		request_free(c->auth->wait_req);
@@ -145,8 +151,42 @@ static void login_failed(struct client *c, struct request *req, const char *db, 
 	}
 }
 
+/* The user changes (logout, another login): drop the old user's pool
+ * reference and forget its cursors (another user may not continue them:
+ * getMore on them is answered as mongod answers an unknown cursor). */
+static void user_leaves(struct client *c, struct cauth_conn *a)
+{
+	if (a->pu == NULL)
+		return;
+	cursor_client_closed(c->id);
+	pool_user_put(a->pu);
+	a->pu = NULL;
+}
+
+/* per_user: the keys this login proved (ClientKey recovered from the
+ * proof) become the user's backend login; wiped here after the copy. */
+static void take_keys(struct client *c, struct cauth_conn *a)
+{
+	struct pool_user_keys k;
+	size_t hl = scram_hash_len(a->ss.mech);
+
+	user_leaves(c, a);
+	if (!pool_users_enabled())
+		return;
+	memset(&k, 0, sizeof(k));
+	k.mech = a->ss.mech;
+	memcpy(k.client_key, a->ss.client_key, hl);
+	memcpy(k.server_key, a->ss.secret.server_key, hl);
+	memcpy(k.salt, a->ss.secret.salt, a->ss.secret.salt_len);
+	k.salt_len = a->ss.secret.salt_len;
+	k.iterations = a->ss.secret.iterations;
+	a->pu = pool_user_get(a->conv_db, a->conv_user, &k);
+	OPENSSL_cleanse(&k, sizeof(k));
+}
+
 static void logged_in(struct client *c, struct cauth_conn *a)
 {
+	take_keys(c, a);
 	snprintf(a->db, sizeof(a->db), "%s", a->conv_db);
 	snprintf(a->user, sizeof(a->user), "%s", a->conv_user);
 	a->authed = true;
@@ -428,6 +468,7 @@ void cauth_command(struct client *c, struct request *req, const bson_t *body)
 			client_info(c, "logout of \"%s.%s\"", c->auth->db, c->auth->user);
 		if (c->auth != NULL) {
 			conv_end(c->auth);
+			user_leaves(c, c->auth);
 			c->auth->authed = false;
 		}
 		reply_ok(req);
@@ -481,6 +522,10 @@ bool cauth_admit(struct client *c, struct request *req, const bson_t *body,
 	(void)body;
 	if (!enabled)
 		return true;
+	if (c->auth != NULL && c->auth->authed && c->auth->pu != NULL) {
+		req->user = c->auth->pu; /* per_user: runs as the client's user */
+		return true;		 /* connectionStatus too: the backend's view */
+	}
 	if (strcmp(ri->cmd, "connectionStatus") == 0) {
 		STAT_INC(requests_local);
 		connection_status(c, req);
@@ -541,10 +586,12 @@ static void speculative(struct client *c, const bson_t *hello, bson_t *reply)
 	if (!bson_init_static(&spec, data, len))
 		return;
 	db = get_str(&spec, "db");
+	why[0] = '\0'; /* START_WAIT leaves it empty */
 	if (sasl_start(a, &spec, db ? db : "admin", NULL, NULL, out, sizeof(out), why,
 		       sizeof(why)) != START_OK) {
 		client_info(c, "speculative login of \"%s.%s\" not started: %s", a->conv_db,
-			    a->conv_user, why);
+			    a->conv_user,
+			    why[0] ? why : "its secret is being looked up (auth_query)");
 		return;
 	}
 	STAT_INC(client_auth_speculative);

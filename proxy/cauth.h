@@ -12,8 +12,11 @@
  * connectionStatus, the SASL commands (and mongoplexStats with
  * auth_stats_unauthenticated) run; anything else gets code 13 Unauthorized.
  * A failed login gets code 18, is logged with the peer and user and
- * counted; auth_max_failures in a row close the connection. Authenticated
- * clients share the proxy's own backend identity.
+ * counted; auth_max_failures in a row close the connection. With
+ * auth_pool_mode = per_user a login hands its recovered keys to
+ * pool/pool_users.h and the client's requests carry its user (req->user);
+ * connectionStatus of a logged-in client is then forwarded. With shared,
+ * authenticated clients share the proxy's own backend identity.
  */
 #pragma once
 

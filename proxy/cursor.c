@@ -42,6 +42,7 @@
 #include "core/xalloc.h"
 #include "pool/pin.h"
 #include "pool/pool.h"
+#include "pool/pool_users.h"
 #include "proxy/client.h"
 #include "proxy/cursor_read.h"
 #include "proxy/cursor_table.h"
@@ -481,13 +482,13 @@ static void reply_kill_merged(struct request *req, const bson_t *body, const str
 static void opened(struct request *req, int64_t id, const char *ns)
 {
 	if (req->owner != NULL) {
-		cursor_table_record(req->owner->id, req->pool, id, ns ? ns : "");
+		cursor_table_record(req->owner->id, pool_member_of(req->pool), id, ns ? ns : "");
 		return;
 	}
 	if (ns == NULL || strchr(ns, '.') == NULL || req->pin != NULL)
 		return; /* a pin's cursor is killed on its connection (pool/pin.c) */
 	log_debug("cursor %" PRId64 " on %s opened for a client already gone: killing it", id, ns);
-	kill_enqueue(req->pool, ns, id);
+	kill_enqueue(pool_member_of(req->pool), ns, id);
 	pump_schedule();
 }
 

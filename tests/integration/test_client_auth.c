@@ -119,7 +119,8 @@ static void env_start(struct env *e, const char *more)
 	add_user(e, "app.bob", "bob-Pw2");
 	snprintf(extra, sizeof(extra),
 		 "backend_uri = mongodb://" BE_USER ":" BE_PASS "@%s:%d/\n"
-		 "auth_mode = scram\nauth_users_file = %s\nauth_stats_unauthenticated = on\n%s",
+		 "auth_mode = scram\nauth_users_file = %s\nauth_stats_unauthenticated = on\n"
+		 "auth_pool_mode = shared\n%s", /* users-file users run as the proxy */
 		 e->be_host, e->be_port, e->users, more ? more : "");
 	e->p = proxy_start(extra);
 }

@@ -380,7 +380,7 @@ Test(cfg, reloadable_flags_match_intent)
 {
 	static const char *const fixed[] = {"listen_addr",	"listen_port",	  "unix_socket",
 					    "unix_socket_mode", "metrics_listen", "backend_uri",
-					    "client_tls_mode",	"auth_mode"};
+					    "client_tls_mode",	"auth_mode",	  "auth_pool_mode"};
 	size_t n;
 	const struct cfg_key *keys = cfg_keys(&n);
 

@@ -2,11 +2,13 @@
 # ctest `drivers_modern_auth`: the modern-driver suite (run.sh) with client
 # authentication on. Starts FerretDB with auth (scripts/backend.sh start
 # ferretdb-auth), creates user "modern" on it through the admin identity the
-# proxy uses (createUser, SCRAM-SHA-256 and SCRAM-SHA-1), writes the proxy's
-# users file with `mongoplex --scram-secret`, starts mongoplex with
-# auth_mode = scram (scripts/with-proxy.sh) and runs every driver, direct and
-# through the proxy, logged in as that user: once with SCRAM-SHA-256 and once
-# with SCRAM-SHA-1 (drivers authenticate speculatively, in the hello).
+# proxy uses (createUser, SCRAM-SHA-256 and SCRAM-SHA-1), starts mongoplex with
+# auth_mode = scram and auth_query = on (scripts/with-proxy.sh; the user's
+# verifier comes from the backend's usersInfo) in the default
+# auth_pool_mode = per_user, so the proxy's backend connections log in AS
+# that user with the ClientKey of its login, and runs every driver, direct
+# and through the proxy, logged in as that user: once with SCRAM-SHA-256 and
+# once with SCRAM-SHA-1 (drivers authenticate speculatively, in the hello).
 #
 #   tests/drivers/modern/test_auth.sh [DRIVER...]     default: all of run.sh's
 #   MODERN_AUTH_SHA1_DRIVERS="pymongo java"           the SCRAM-SHA-1 pass's drivers
@@ -39,8 +41,6 @@ c.admin.command("createUser", "modern", pwd=sys.argv[2], roles=[],
                 mechanisms=["SCRAM-SHA-256", "SCRAM-SHA-1"])
 print("created user admin.modern on the backend")
 PY
-printf '%s\n' "$USER_PW" | "$BIN" --scram-secret admin.modern > "$work/users" || exit 1
-chmod 600 "$work/users"
 
 # SCRAM-SHA-256 with every driver; SCRAM-SHA-1 with $MODERN_AUTH_SHA1_DRIVERS
 # (default pymongo java: the CI budget).
@@ -53,11 +53,14 @@ for mech in SCRAM-SHA-256 SCRAM-SHA-1; do
   echo "=== drivers_modern_auth: $mech ${drivers[*]}"
   # run.sh gets URIs with the user's credentials for both runs.
   MODERN_AUTH="modern:$USER_PW@" MODERN_MECH="$mech" MODERN_HOSTPORT="$hostport" \
+  MODERN_CHECK="$ROOT/tests/drivers/modern/check_per_user.py" MODERN_CHECK_PY="$MODERN_PY" \
   "$ROOT/scripts/with-proxy.sh" "$uri" pool_size=4 auth_mode=scram \
-      auth_users_file="$work/users" -- bash -c '
+      auth_query=on -- bash -c '
     p="${MONGOPLEX_PROXY_URI#mongodb://}"
     export MONGOPLEX_DIRECT_URI="mongodb://${MODERN_AUTH}${MODERN_HOSTPORT}/?authSource=admin&authMechanism=${MODERN_MECH}"
     export MONGOPLEX_PROXY_URI="mongodb://${MODERN_AUTH}${p%/}/?authSource=admin&authMechanism=${MODERN_MECH}"
-    exec "$0" "$@"' "$ROOT/tests/drivers/modern/run.sh" "${drivers[@]}" || rc=1
+    "$0" "$@" || exit 1
+    exec "$MODERN_CHECK_PY" "$MODERN_CHECK" "$MONGOPLEX_PROXY_URI" modern' \
+      "$ROOT/tests/drivers/modern/run.sh" "${drivers[@]}" || rc=1
 done
 exit $rc
