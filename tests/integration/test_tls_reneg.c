@@ -511,6 +511,7 @@ Test(tls_reneg, backend_hello_request_refused)
 	struct proxy *p;
 	bson_t cmd = BSON_INITIALIZER, reply;
 	int64_t t0;
+	char *answer;
 	bool got;
 	int fd;
 
@@ -524,9 +525,9 @@ Test(tls_reneg, backend_hello_request_refused)
 	BSON_APPEND_UTF8(&cmd, "$db", "rn");
 	t0 = h_now_ms();
 	got = raw_command(fd, 1, &cmd, &reply, HANG_GUARD_MS);
+	answer = got ? bson_as_relaxed_extended_json(&reply, NULL) : bson_strdup("(nothing)");
 	cr_log_info("backend HelloRequest: client answered after %lld ms: %s",
-		    (long long)(h_now_ms() - t0),
-		    got ? bson_as_relaxed_extended_json(&reply, NULL) : "(nothing)");
+		    (long long)(h_now_ms() - t0), answer);
 	cr_assert(got, "the client got no answer within %d ms after the backend's HelloRequest",
 		  HANG_GUARD_MS);
 	cr_assert_eq(RN_GET(be, hello_requests), 1, "the backend sent no HelloRequest");
@@ -534,7 +535,7 @@ Test(tls_reneg, backend_hello_request_refused)
 		const char *msg = h_get_str(&reply, "errmsg");
 
 		cr_assert(msg != NULL && strncmp(msg, "mongoplex: ", 11) == 0,
-			  "not a mongoplex error: %s", bson_as_relaxed_extended_json(&reply, NULL));
+			  "not a mongoplex error: %s", answer);
 	}
 	cr_assert(log_wait(p, "TLS renegotiation refused (the server sent a HelloRequest)", 10000),
 		  "the proxy did not log why it closed the backend connection:\n%s",
@@ -548,5 +549,6 @@ Test(tls_reneg, backend_hello_request_refused)
 	close(fd);
 	bson_destroy(&cmd);
 	bson_destroy(&reply);
+	bson_free(answer);
 	rn_stop(be);
 }
