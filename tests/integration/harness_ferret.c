@@ -104,8 +104,7 @@ void h_ferret_start(struct h_ferret *f, const char *kind, const char *dir, const
 		  "%.1500s",
 		  kind, out);
 	cr_assert(last_uri(out, f->uri, sizeof(f->uri)), "no URI from backend.sh start %s", kind);
-	cr_assert(uri_hostport(f->uri, f->host, sizeof(f->host), &f->port), "bad URI: %s",
-		  f->uri);
+	cr_assert(uri_hostport(f->uri, f->host, sizeof(f->host), &f->port), "bad URI: %s", f->uri);
 	read_plain_uri(f);
 }
 
