@@ -26,6 +26,7 @@ struct tls_conn {
 	bool handshaking;
 	bool sniffing; /* server: the first bytes are not classified yet */
 	bool require;  /* server: a plain peer is an error (TLS_ACCEPT_TLS) */
+	bool reneg;    /* the peer sent a handshake record after the handshake */
 	uint8_t peek[3];
 	size_t peek_len;
 	char err[TLS_ERR_LEN];
@@ -168,6 +169,25 @@ enum tls_sniff_result tls_sniff(const uint8_t *p, size_t n)
 	return p[2] <= 0x04 ? TLS_SNIFF_TLS : TLS_SNIFF_PLAIN;
 }
 
+/* OpenSSL's message callback: a handshake record from the peer once the
+ * handshake is done is a renegotiation (TLS 1.2: a ClientHello to a server,
+ * a HelloRequest to a client; TLS 1.3 hides record types, its post-handshake
+ * messages arrive as application data records). OpenSSL already refuses it
+ * (SSL_OP_NO_RENEGOTIATION: a no_renegotiation alert); feed() then closes
+ * the connection with a reason instead of carrying on. */
+static void on_msg(int write_p, int version, int content_type, const void *buf, size_t len,
+		   SSL *ssl, void *arg)
+{
+	struct tls_conn *t = arg;
+	const uint8_t *rec = buf;
+
+	(void)version;
+	(void)ssl;
+	if (!write_p && !t->handshaking && content_type == SSL3_RT_HEADER && len >= 1 &&
+	    rec[0] == SSL3_RT_HANDSHAKE)
+		t->reneg = true;
+}
+
 static struct tls_conn *conn_new(SSL_CTX *ctx, bool client)
 {
 	struct tls_conn *t = xcalloc(1, sizeof(*t));
@@ -185,6 +205,8 @@ static struct tls_conn *conn_new(SSL_CTX *ctx, bool client)
 	}
 	BIO_set_mem_eof_return(t->rbio, -1); /* empty = retry, not EOF */
 	SSL_set_bio(t->ssl, t->rbio, t->wbio);
+	SSL_set_msg_callback(t->ssl, on_msg);
+	SSL_set_msg_callback_arg(t->ssl, t);
 	t->client = client;
 	t->handshaking = true;
 	return t;
@@ -363,6 +385,12 @@ static enum tls_io feed(struct tls_conn *t, const uint8_t *raw, size_t n, struct
 	}
 	rd = decrypt(t, plain_in);
 	drain_wbio(t, wire); /* session tickets, key updates, alerts */
+	if (t->reneg) {
+		snprintf(t->err, sizeof(t->err), "TLS renegotiation refused (the %s sent a %s)",
+			 t->client ? "server" : "client",
+			 t->client ? "HelloRequest" : "new ClientHello");
+		return TLS_IO_ERROR;
+	}
 	return rd == TLS_IO_OK ? hs : rd;
 }
 

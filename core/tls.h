@@ -11,7 +11,10 @@
  * Contexts (tls_ctx_*) are SSL_CTXs: a connection holds a reference to the
  * one it was made with, so replacing a context (certificate reload) leaves
  * existing connections on theirs. Renegotiation is refused in both
- * directions (SSL_OP_NO_RENEGOTIATION; TLS 1.3 has none).
+ * directions (SSL_OP_NO_RENEGOTIATION; TLS 1.3 has none): OpenSSL answers
+ * the peer's HelloRequest / new ClientHello with a no_renegotiation alert,
+ * and tls_conn_input then fails with "TLS renegotiation refused (...)", so
+ * the connection is closed with that reason.
  *
  * Server side may sniff (allowTLS/preferTLS): the first bytes decide
  * whether the peer starts a TLS handshake (tls_sniff) or speaks plain.

@@ -4,8 +4,8 @@
 #
 #   scripts/test.sh            Debug build, against mongo-java-server, then the
 #                              integration suite again against FerretDB with
-#                              authentication on (the proxy logs in with
-#                              SCRAM-SHA-256)
+#                              authentication on (the FerretDB pass, see
+#                              MONGOPLEX_FERRETDB_VARIANT)
 #   scripts/test.sh --asan     the same under AddressSanitizer + UBSan
 #
 # Nothing is skipped silently: the FerretDB pass not running (FerretDB did not
@@ -17,7 +17,21 @@
 #       (said so at the end)
 #   MONGOPLEX_SKIP_FERRETDB=1                 opt out of the FerretDB pass
 #       (.ci/run's ASan pass does: the Debug pass covers FerretDB)
+#   MONGOPLEX_FERRETDB_VARIANT=sha256|sha1-tls which FerretDB pass (default sha256):
+#       sha256    FerretDB with auth (ferretdb-auth); the proxy and the tests'
+#                 direct connections log in with SCRAM-SHA-256
+#       sha1-tls  FerretDB with auth and TLS (ferretdb-tls, throwaway
+#                 certificates from tests/tls/mkcerts.sh); the proxy's
+#                 backend_uri is the TLS port with authMechanism=SCRAM-SHA-1
+#                 and a client certificate (FerretDB requires one); the tests'
+#                 own direct connections (raw sockets, libmongoc and pymongo
+#                 probes) use the plain port of the SAME server, also with
+#                 SCRAM-SHA-1 (MONGOPLEX_TEST_DIRECT_URI): they do not speak TLS
+#       Either way backend_login/* checks the proxy's log: every backend
+#       connection logged in with the variant's mechanism (and did TLS).
 #   MONGOPLEX_SKIP_INSTALL=1                  do not run scripts/install-deps.sh
+#   MONGOPLEX_FERRETDB_ONLY=1                 run only the FerretDB pass (not the
+#       ctest run against mongo-java-server before it)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -47,11 +61,11 @@ scripts/backend.sh build ferretdb
 work="$(mktemp -d)"
 cleanup() {
   for d in "$work"/*/; do [ -f "$d/pid" ] && scripts/backend.sh stop "$d" || true; done
-  rm -rf "$work"
+  rm -rf "$work" ${certs:+"$certs"}
 }
 trap cleanup EXIT
 
-ferret=0 ferret_note=""
+ferret=0 ferret_note="" certs=""
 if [ -z "${MONGOPLEX_TEST_URI:-}" ]; then
   MONGOPLEX_TEST_URI="$(scripts/backend.sh start java "$work/java")"
   export MONGOPLEX_TEST_URI
@@ -67,23 +81,57 @@ else
 fi
 echo "== suite against $MONGOPLEX_TEST_BACKEND at $MONGOPLEX_TEST_URI ($build_type)"
 rc=0
-(cd "$builddir" && ctest --output-on-failure "${ctest_args[@]}") || rc=$?
+if [ -n "${MONGOPLEX_FERRETDB_ONLY:-}" ]; then
+  echo "== not run: ctest against $MONGOPLEX_TEST_BACKEND (MONGOPLEX_FERRETDB_ONLY=$MONGOPLEX_FERRETDB_ONLY)"
+else
+  (cd "$builddir" && ctest --output-on-failure "${ctest_args[@]}") || rc=$?
+fi
+
+# Starts the FerretDB of the chosen variant in $work/ferretdb and exports
+# MONGOPLEX_TEST_URI (the proxy's backend_uri) and, for sha1-tls,
+# MONGOPLEX_TEST_DIRECT_URI (the tests' direct connections: the plain port).
+ferret_start() {
+  local uri
+  case "$variant" in
+    sha256)
+      uri="$(scripts/backend.sh start ferretdb-auth "$work/ferretdb")" || return 1
+      MONGOPLEX_TEST_URI="${uri}?authSource=admin&authMechanism=SCRAM-SHA-256"
+      unset MONGOPLEX_TEST_DIRECT_URI ;;
+    sha1-tls)
+      # Short certificate paths: a config line holds at most 198 characters
+      # (inih) and backend_uri carries two of them.
+      certs="$(mktemp -d /tmp/mpf-XXXXXX)"
+      tests/tls/mkcerts.sh "$certs" >&2 && cp "$certs/client-combined.pem" "$certs/cc.pem" || return 1
+      uri="$(MONGOPLEX_TLS_CERT="$certs/server.pem" MONGOPLEX_TLS_KEY="$certs/server.key" \
+             MONGOPLEX_TLS_CA="$certs/ca.pem" MONGOPLEX_TLS_CLIENT="$certs/cc.pem" \
+             scripts/backend.sh start ferretdb-tls "$work/ferretdb")" || return 1
+      MONGOPLEX_TEST_URI="${uri}&authSource=admin&authMechanism=SCRAM-SHA-1"
+      MONGOPLEX_TEST_DIRECT_URI="$(cat "$work/ferretdb/plain_uri")?authSource=admin&authMechanism=SCRAM-SHA-1"
+      export MONGOPLEX_TEST_DIRECT_URI
+      if (( ${#MONGOPLEX_TEST_URI} > 184 )); then
+        echo "backend_uri is ${#MONGOPLEX_TEST_URI} characters; a config line holds 198" >&2
+        return 1
+      fi ;;
+    *) echo "MONGOPLEX_FERRETDB_VARIANT=$variant: want sha256 or sha1-tls" >&2; return 1 ;;
+  esac
+  export MONGOPLEX_TEST_URI MONGOPLEX_TEST_BACKEND=ferretdb MONGOPLEX_FERRETDB_VARIANT="$variant"
+}
 
 if [ "$ferret" = 1 ]; then
-  if ferr="$(scripts/backend.sh build ferretdb 2>&1)" &&
-     uri="$(scripts/backend.sh start ferretdb-auth "$work/ferretdb" 2>"$work/ferretdb-start.err")"; then
-    # FerretDB with authentication on: the proxy logs in to it with
-    # SCRAM-SHA-256 (backend_uri's credentials), the tests' direct
-    # connections too (issue 11: the suite passes unchanged with auth on).
-    MONGOPLEX_TEST_URI="${uri}?authSource=admin&authMechanism=SCRAM-SHA-256"
-    export MONGOPLEX_TEST_URI MONGOPLEX_TEST_BACKEND=ferretdb
-    echo "== integration suite against FerretDB (SCRAM-SHA-256) at ${MONGOPLEX_TEST_URI/:mongoplex-pw@/:***@}"
+  variant="${MONGOPLEX_FERRETDB_VARIANT:-sha256}"
+  t_ferret=$SECONDS
+  if ferr="$(scripts/backend.sh build ferretdb 2>&1)" && ferret_start 2>"$work/ferretdb-start.err"; then
+    # FerretDB with authentication on (issue 11: the suite passes unchanged
+    # with auth on, with SCRAM-SHA-256 and again with SCRAM-SHA-1 over TLS).
+    echo "== integration suite against FerretDB ($variant) at ${MONGOPLEX_TEST_URI/:mongoplex-pw@/:***@}"
+    [ -z "${MONGOPLEX_TEST_DIRECT_URI:-}" ] ||
+      echo "   the tests' direct connections: ${MONGOPLEX_TEST_DIRECT_URI/:mongoplex-pw@/:***@}"
     (cd "$builddir" && ctest --output-on-failure -R '^integration$') || rc=$?
-    ferret_note="ran"
+    ferret_note="ran ($variant, $(( SECONDS - t_ferret )) s)"
   else
-    echo "== FAILED: the FerretDB pass could not run (set MONGOPLEX_SKIP_FERRETDB=1 to opt out):"
+    echo "== FAILED: the FerretDB pass ($variant) could not run (set MONGOPLEX_SKIP_FERRETDB=1 to opt out):"
     { echo "$ferr"; cat "$work/ferretdb-start.err" 2>/dev/null; } | tail -n 8 | sed 's/^/   /'
-    ferret_note="FAILED to run"
+    ferret_note="FAILED to run ($variant)"
     rc=1
   fi
 fi

@@ -55,14 +55,21 @@ bool h_backend_is(const char *name)
 	return strcmp(h_backend_name(), name) == 0;
 }
 
+const char *h_direct_uri(void)
+{
+	const char *uri = getenv("MONGOPLEX_TEST_DIRECT_URI");
+
+	return uri != NULL && *uri != '\0' ? uri : h_backend_uri();
+}
+
 void h_backend_hostport(char *host, size_t hostlen, int *port)
 {
-	mongoc_uri_t *uri = mongoc_uri_new(h_backend_uri());
+	mongoc_uri_t *uri = mongoc_uri_new(h_direct_uri());
 	const mongoc_host_list_t *hl;
 
-	cr_assert(uri != NULL, "MONGOPLEX_TEST_URI is not a valid URI: %s", h_backend_uri());
+	cr_assert(uri != NULL, "the direct backend URI is not valid: %s", h_direct_uri());
 	hl = mongoc_uri_get_hosts(uri);
-	cr_assert(hl != NULL, "no host in MONGOPLEX_TEST_URI");
+	cr_assert(hl != NULL, "no host in the direct backend URI %s", h_direct_uri());
 	snprintf(host, hostlen, "%s", hl->host);
 	*port = hl->port;
 	mongoc_uri_destroy(uri);
@@ -580,9 +587,9 @@ mongoc_client_t *h_proxy_client(struct proxy *p, const char *appname)
 
 mongoc_client_t *h_backend_client(const char *appname)
 {
-	mongoc_client_t *c = h_client_uri(h_backend_uri(), appname);
+	mongoc_client_t *c = h_client_uri(h_direct_uri(), appname);
 
-	cr_assert(c != NULL, "cannot create a client for %s", h_backend_uri());
+	cr_assert(c != NULL, "cannot create a client for %s", h_direct_uri());
 	return c;
 }
 

@@ -39,7 +39,15 @@ const char *h_backend_uri(void);
 /* MONGOPLEX_TEST_BACKEND: "mongo-java-server", "ferretdb" or "external". */
 const char *h_backend_name(void);
 bool h_backend_is(const char *name);
-/* The backend's first host (for raw sockets straight to the backend). */
+/* The URI of the tests' own direct connections to the backend (raw sockets,
+ * h_backend_client, direct pymongo probes): MONGOPLEX_TEST_DIRECT_URI when set,
+ * else MONGOPLEX_TEST_URI. scripts/test.sh's sha1-tls FerretDB pass sets it to
+ * the plain port of the SAME FerretDB (with the same credentials) while the
+ * proxy's backend_uri (MONGOPLEX_TEST_URI) is its TLS port: the raw sockets
+ * do not speak TLS, and what the suite compares is the proxy against the
+ * server, not the tests' own transport. */
+const char *h_direct_uri(void);
+/* The direct URI's first host (for raw sockets straight to the backend). */
 void h_backend_hostport(char *host, size_t hostlen, int *port);
 
 /* A name unique to this test process and call: "<prefix>_<pid>_<random>_<n>". */
@@ -159,7 +167,7 @@ uint32_t h_crc32c(const uint8_t *p, size_t n);
 /* Sockets (blocking, CLOEXEC, TCP_NODELAY). -1 on failure. */
 int raw_connect_to(const char *host, int port);
 int raw_connect(struct proxy *p);
-/* Straight to the test backend, logged in with MONGOPLEX_TEST_URI's
+/* Straight to the test backend (h_direct_uri), logged in with its
  * credentials if it has any (harness_auth.c); asserts on failure. */
 int raw_connect_backend(void);
 bool raw_send(int fd, const void *data, size_t len);
@@ -204,3 +212,28 @@ void h_close_fds_above(int lowfd);
  * captured into out (NUL-terminated, truncated at outlen); returns the wait
  * status, or -1 when it ran past timeout_ms and was killed. */
 int h_run_capture(const char *const argv[], char *out, size_t outlen, int timeout_ms);
+/* The same for a /bin/sh -c command line. */
+int h_sh_capture(const char *cmd, char *out, size_t outlen, int timeout_ms);
+
+/* ------------------------------------------------------------ FerretDB of a test's own */
+
+/* One FerretDB a test started (harness_ferret.c). Rules: dir is the server's
+ * directory (backend.sh's DIR: data, log, pid, uri), removed by
+ * h_ferret_stop; uri is the URI backend.sh printed (for ferretdb-tls the TLS
+ * one), host/port its first host, plain_uri the plain URI of ferretdb-tls
+ * ("" for the other kinds). */
+struct h_ferret {
+	char dir[256];
+	char uri[900];
+	char plain_uri[300];
+	char host[64];
+	int port;
+};
+
+/* scripts/backend.sh start KIND DIR with the environment entries in env
+ * ("NAME=value", NULL-terminated, may be NULL: MONGOPLEX_FERRETDB_USER,
+ * MONGOPLEX_TLS_CERT, ...). dir NULL: a new directory under TMPDIR. The test
+ * FAILS with backend.sh's output when the server does not start. */
+void h_ferret_start(struct h_ferret *f, const char *kind, const char *dir, const char *const env[]);
+/* backend.sh stop, then remove the directory (idempotent). */
+void h_ferret_stop(struct h_ferret *f);

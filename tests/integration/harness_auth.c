@@ -1,6 +1,6 @@
 /*
  * harness_auth.c — raw sockets straight to the test backend, logged in with
- * MONGOPLEX_TEST_URI's credentials when it has any (SCRAM through the
+ * the direct URI's credentials (h_direct_uri) when it has any (SCRAM through the
  * proxy's own pool/scram.c, synchronously), so the tests that compare the
  * proxy with direct access also run against a backend with authentication
  * on (issue 11: the suite passes unchanged against FerretDB with auth).
@@ -76,7 +76,7 @@ static void raw_login(int fd, const mongoc_uri_t *uri)
 	if (mech_name != NULL)
 		cr_assert(
 		    scram_mech_parse(mech_name, &mech),
-		    "MONGOPLEX_TEST_URI: authMechanism %s: raw backend sockets speak SCRAM only",
+		    "direct backend URI: authMechanism %s: raw backend sockets speak SCRAM only",
 		    mech_name);
 	memset(&sc, 0, sizeof(sc));
 	cr_assert(scram_prepare_password(mech, user, pw ? pw : "", prepared, sizeof(prepared), err,
@@ -106,7 +106,7 @@ int raw_connect_backend(void)
 	h_backend_hostport(host, sizeof(host), &port);
 	fd = raw_connect_to(host, port);
 	cr_assert(fd >= 0, "cannot connect to the backend %s:%d", host, port);
-	uri = mongoc_uri_new(h_backend_uri());
+	uri = mongoc_uri_new(h_direct_uri());
 	cr_assert(uri != NULL);
 	if (mongoc_uri_get_username(uri) != NULL)
 		raw_login(fd, uri);

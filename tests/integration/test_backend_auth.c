@@ -42,59 +42,18 @@
 #define PASSWORD "Pw-s3cret-7781"
 #define WRONG_PW "Wrong-pw-4242"
 
-/* A FerretDB with auth, started for one test. */
-struct fauth {
-	char dir[256];
-	char host[64];
-	int port;
-};
-
-static void run_capture(const char *cmd, char *out, size_t outlen, int *status)
+/* A FerretDB with auth and this file's user, started for one test. */
+static void fauth_start(struct h_ferret *fa)
 {
-	FILE *f = popen(cmd, "r");
-	size_t n = 0;
+	const char *const env[] = {"MONGOPLEX_FERRETDB_USER=" USER,
+				   "MONGOPLEX_FERRETDB_PASSWORD=" PASSWORD, NULL};
 
-	cr_assert(f != NULL, "popen %s: %s", cmd, strerror(errno));
-	while (n + 1 < outlen && fgets(out + n, (int)(outlen - n), f) != NULL)
-		n += strlen(out + n);
-	out[n] = '\0';
-	*status = pclose(f);
-}
-
-static void fauth_start(struct fauth *fa)
-{
-	char cmd[1024], out[1024];
-	int st;
-	const char *tmp = getenv("TMPDIR");
-
-	snprintf(fa->dir, sizeof(fa->dir), "%s/mongoplex-fauth-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	cr_assert(mkdtemp(fa->dir) != NULL);
-	snprintf(cmd, sizeof(cmd),
-		 "MONGOPLEX_FERRETDB_USER=%s MONGOPLEX_FERRETDB_PASSWORD=%s "
-		 "%s/scripts/backend.sh start ferretdb-auth %s/be 2>%s/start.err"
-		 " || { tail -c 700 %s/start.err; exit 1; }",
-		 USER, PASSWORD, MP_SOURCE_DIR, fa->dir, fa->dir, fa->dir);
-	run_capture(cmd, out, sizeof(out), &st);
-	cr_assert(st == 0,
-		  "FerretDB with auth did not start (build it with scripts/backend.sh "
-		  "build ferretdb): %s",
-		  out);
-	cr_assert(strstr(out, "mongodb://" USER ":" PASSWORD "@") != NULL, "uri: %s", out);
-	cr_assert(sscanf(strrchr(out, '@') + 1, "%63[^:]:%d", fa->host, &fa->port) == 2, "%s", out);
-}
-
-static void fauth_stop(struct fauth *fa)
-{
-	char cmd[600], out[512];
-	int st;
-
-	snprintf(cmd, sizeof(cmd), "%s/scripts/backend.sh stop %s/be 2>&1; rm -rf %s",
-		 MP_SOURCE_DIR, fa->dir, fa->dir);
-	run_capture(cmd, out, sizeof(out), &st);
+	h_ferret_start(fa, "ferretdb-auth", NULL, env);
+	cr_assert(strstr(fa->uri, "mongodb://" USER ":" PASSWORD "@") != NULL, "uri: %s", fa->uri);
 }
 
 /* INI lines for a proxy in front of fa with the given user/password/options. */
-static void settings(char *buf, size_t len, const struct fauth *fa, const char *user,
+static void settings(char *buf, size_t len, const struct h_ferret *fa, const char *user,
 		     const char *pw, const char *opts, const char *more)
 {
 	snprintf(buf, len, "backend_uri = mongodb://%s%s%s@%s:%d/%s\n%s", user, pw ? ":" : "",
@@ -159,7 +118,7 @@ static void login_figures(struct proxy *p, const char *what)
 
 static void mech_test(const char *opts, const char *want_mech)
 {
-	struct fauth fa;
+	struct h_ferret fa;
 	struct proxy *p;
 	char extra[512], want[128];
 
@@ -171,7 +130,7 @@ static void mech_test(const char *opts, const char *want_mech)
 	cr_assert(log_contains(p, want), "log lacks \"%s\"", want);
 	login_figures(p, want_mech);
 	proxy_stop(p);
-	fauth_stop(&fa);
+	h_ferret_stop(&fa);
 }
 
 Test(backend_auth, scram_sha_256, .timeout = 120)
@@ -217,7 +176,7 @@ static void *worker_main(void *arg)
 Test(backend_auth, pool_runs_pbkdf2_once, .timeout = 180)
 {
 	enum { NCLIENTS = 50 };
-	struct fauth fa;
+	struct h_ferret fa;
 	struct proxy *p;
 	struct worker w[NCLIENTS];
 	pthread_t t[NCLIENTS];
@@ -249,7 +208,7 @@ Test(backend_auth, pool_runs_pbkdf2_once, .timeout = 180)
 	cr_assert_eq(pbkdf2, 1, "PBKDF2 ran %" PRId64 " times for one user/salt", pbkdf2);
 	bson_destroy(&st);
 	proxy_stop(p);
-	fauth_stop(&fa);
+	h_ferret_stop(&fa);
 }
 
 /* ------------------------------------------------------------ wrong credentials */
@@ -265,7 +224,7 @@ static int count_occurrences(const char *hay, const char *needle)
 
 /* Run commands through p for ~duration_ms; each must fail with code 18
  * naming the user. Returns how many were sent. */
-static int expect_auth_errors(struct proxy *p, const struct fauth *fa, const char *user,
+static int expect_auth_errors(struct proxy *p, const struct h_ferret *fa, const char *user,
 			      int duration_ms)
 {
 	int fd = raw_connect(p);
@@ -303,7 +262,7 @@ static int expect_auth_errors(struct proxy *p, const struct fauth *fa, const cha
 
 static void wrong_cred_test(const char *user, const char *pw)
 {
-	struct fauth fa;
+	struct h_ferret fa;
 	struct proxy *p;
 	char extra[512], *log;
 	int64_t t0;
@@ -327,7 +286,7 @@ static void wrong_cred_test(const char *user, const char *pw)
 	cr_assert(strstr(log, PASSWORD) == NULL, "the password is in the log");
 	free(log);
 	proxy_stop(p);
-	fauth_stop(&fa);
+	h_ferret_stop(&fa);
 }
 
 Test(backend_auth, wrong_password_gets_18_with_backoff, .timeout = 120)
@@ -354,7 +313,7 @@ static void write_file(const char *path, const char *text, mode_t mode)
 
 Test(backend_auth, sighup_with_fixed_password_file_recovers, .timeout = 120)
 {
-	struct fauth fa;
+	struct h_ferret fa;
 	struct proxy *p;
 	char extra[1024], pwfile[300], more[400], *log;
 	mongoc_client_t *c;
@@ -393,7 +352,7 @@ Test(backend_auth, sighup_with_fixed_password_file_recovers, .timeout = 120)
 	cr_assert(kill(p->pid, SIGHUP) == 0);
 	cr_assert(log_wait(p, "writable by group or others", 10000));
 	proxy_stop(p);
-	fauth_stop(&fa);
+	h_ferret_stop(&fa);
 }
 
 /* ------------------------------------------------------------ config checks */
@@ -412,7 +371,7 @@ static void run_mongoplex(const char *args, char *out, size_t outlen, int *statu
 	const char *bin = getenv("MONGOPLEX_BIN");
 
 	snprintf(cmd, sizeof(cmd), "timeout 20 %s %s 2>&1", bin && *bin ? bin : MP_BINARY, args);
-	run_capture(cmd, out, outlen, status);
+	*status = h_sh_capture(cmd, out, outlen, 60000);
 }
 
 Test(backend_auth, test_config_warns_about_readable_secrets, .timeout = 60)
@@ -509,7 +468,7 @@ static char *http_get_metrics(int port)
 
 Test(backend_auth, secrets_absent_from_log_stats_metrics, .timeout = 120)
 {
-	struct fauth fa;
+	struct h_ferret fa;
 	struct proxy *p;
 	char extra[1024], more[200], *log, *metrics, *json;
 	bson_t st;
@@ -545,7 +504,7 @@ Test(backend_auth, secrets_absent_from_log_stats_metrics, .timeout = 120)
 	cr_assert(strstr(log, PASSWORD) == NULL, "the password is in the debug log");
 	free(log);
 	proxy_stop(p);
-	fauth_stop(&fa);
+	h_ferret_stop(&fa);
 }
 
 /* ------------------------------------------------------------ speculative login (mock) */
@@ -597,7 +556,7 @@ static void scram_mock_stop(struct scram_mock *m)
 Test(backend_auth, speculative_login_takes_one_sasl_round_trip, .timeout = 60)
 {
 	struct scram_mock m;
-	struct fauth fa = {.host = "127.0.0.1"};
+	struct h_ferret fa = {.host = "127.0.0.1"};
 	struct proxy *p;
 	char extra[512];
 	mongoc_client_t *c;
@@ -636,7 +595,7 @@ Test(backend_auth, speculative_login_takes_one_sasl_round_trip, .timeout = 60)
 Test(backend_auth, server_that_cannot_prove_the_password_is_refused, .timeout = 60)
 {
 	struct scram_mock m;
-	struct fauth fa = {.host = "127.0.0.1"};
+	struct h_ferret fa = {.host = "127.0.0.1"};
 	struct proxy *p;
 	char extra[512];
 	int fd;

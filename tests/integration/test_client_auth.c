@@ -53,9 +53,7 @@
 
 /* FerretDB with auth and a proxy in front, for one test. */
 struct env {
-	char dir[256];
-	char be_host[64];
-	int be_port;
+	struct h_ferret fe; /* its directory also holds the users file */
 	char users[300];
 	struct proxy *p;
 };
@@ -69,14 +67,7 @@ static const char *bin(void)
 
 static void sh(const char *cmd, char *out, size_t outlen, int *status)
 {
-	FILE *f = popen(cmd, "r");
-	size_t n = 0;
-
-	cr_assert(f != NULL, "popen %s: %s", cmd, strerror(errno));
-	while (n + 1 < outlen && fgets(out + n, (int)(outlen - n), f) != NULL)
-		n += strlen(out + n);
-	out[n] = '\0';
-	*status = pclose(f);
+	*status = h_sh_capture(cmd, out, outlen, 120000);
 }
 
 /* Append the --scram-secret line of db.user/password to the users file. */
@@ -90,7 +81,7 @@ static void add_user(struct env *e, const char *dbuser, const char *pw)
 	snprintf(cmd, sizeof(cmd),
 		 "printf '%%s\\n' '%s' | %s --scram-secret %s >> %s 2>%s/scram-secret.err"
 		 " || { cat %s/scram-secret.err; exit 1; }",
-		 pw, bin(), dbuser, e->users, e->dir, e->dir);
+		 pw, bin(), dbuser, e->users, e->fe.dir, e->fe.dir);
 	sh(cmd, out, sizeof(out), &st);
 	cr_assert_eq(st, 0, "--scram-secret %s failed: %s", dbuser, out);
 	chmod(e->users, 0600);
@@ -98,43 +89,28 @@ static void add_user(struct env *e, const char *dbuser, const char *pw)
 
 static void env_start(struct env *e, const char *more)
 {
-	char cmd[1200], out[1024], extra[2048];
-	const char *tmp = getenv("TMPDIR");
-	int st;
+	const char *const env[] = {"MONGOPLEX_FERRETDB_USER=" BE_USER,
+				   "MONGOPLEX_FERRETDB_PASSWORD=" BE_PASS, NULL};
+	char extra[2048];
 
 	memset(e, 0, sizeof(*e));
-	snprintf(e->dir, sizeof(e->dir), "%s/mongoplex-cauth-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	cr_assert(mkdtemp(e->dir) != NULL);
-	snprintf(cmd, sizeof(cmd),
-		 "MONGOPLEX_FERRETDB_USER=" BE_USER " MONGOPLEX_FERRETDB_PASSWORD=" BE_PASS
-		 " %s/scripts/backend.sh start ferretdb-auth %s/be 2>%s/start.err"
-		 " || { tail -c 700 %s/start.err; exit 1; }",
-		 MP_SOURCE_DIR, e->dir, e->dir, e->dir);
-	sh(cmd, out, sizeof(out), &st);
-	cr_assert(st == 0, "FerretDB with auth did not start: %s", out);
-	cr_assert(sscanf(strrchr(out, '@') + 1, "%63[^:]:%d", e->be_host, &e->be_port) == 2, "%s",
-		  out);
-	snprintf(e->users, sizeof(e->users), "%s/users", e->dir);
+	h_ferret_start(&e->fe, "ferretdb-auth", NULL, env);
+	snprintf(e->users, sizeof(e->users), "%s/users", e->fe.dir);
 	add_user(e, "admin.alice", "alice-Pw1");
 	add_user(e, "app.bob", "bob-Pw2");
 	snprintf(extra, sizeof(extra),
 		 "backend_uri = mongodb://" BE_USER ":" BE_PASS "@%s:%d/\n"
 		 "auth_mode = scram\nauth_users_file = %s\nauth_stats_unauthenticated = on\n"
 		 "auth_pool_mode = shared\n%s", /* users-file users run as the proxy */
-		 e->be_host, e->be_port, e->users, more ? more : "");
+		 e->fe.host, e->fe.port, e->users, more ? more : "");
 	e->p = proxy_start(extra);
 }
 
 static void env_stop(struct env *e)
 {
-	char cmd[800], out[512];
-	int st;
-
 	if (e->p != NULL)
 		proxy_stop(e->p);
-	snprintf(cmd, sizeof(cmd), "%s/scripts/backend.sh stop %s/be 2>&1; rm -rf %s",
-		 MP_SOURCE_DIR, e->dir, e->dir);
-	sh(cmd, out, sizeof(out), &st);
+	h_ferret_stop(&e->fe);
 }
 
 static mongoc_client_t *login_client(struct env *e, const char *user, const char *pw,
@@ -592,7 +568,7 @@ static void be_cmd(struct env *e, const char *db, const char *json)
 	snprintf(uri, sizeof(uri),
 		 "mongodb://" BE_USER ":" BE_PASS
 		 "@%s:%d/?authSource=admin&serverSelectionTimeoutMS=5000",
-		 e->be_host, e->be_port);
+		 e->fe.host, e->fe.port);
 	c = h_client_uri(uri, "cauth-admin");
 	cr_assert(h_cmd_json(c, db, json, &reply, &err), "%s on the backend: %s", json,
 		  err.message);

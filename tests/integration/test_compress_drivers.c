@@ -30,44 +30,6 @@
 #define MP_SOURCE_DIR "."
 #endif
 
-struct fdb {
-	char dir[256];
-	char uri[128];
-};
-
-static void fdb_start(struct fdb *f)
-{
-	const char *tmp = getenv("TMPDIR");
-	char be[300], out[2048];
-	const char *const argv[] = {MP_SOURCE_DIR "/scripts/backend.sh", "start", "ferretdb", be,
-				    NULL};
-	int st;
-	char *nl;
-
-	snprintf(f->dir, sizeof(f->dir), "%s/mongoplex-cdrv-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	cr_assert(mkdtemp(f->dir) != NULL);
-	snprintf(be, sizeof(be), "%s/be", f->dir);
-	st = h_run_capture(argv, out, sizeof(out), 180000);
-	cr_assert(st == 0 && strstr(out, "mongodb://") != NULL,
-		  "FerretDB did not start (scripts/backend.sh build ferretdb): %s", out);
-	f->uri[0] = '\0';
-	for (char *line = strtok_r(out, "\n", &nl); line != NULL; line = strtok_r(NULL, "\n", &nl))
-		if (strncmp(line, "mongodb://", 10) == 0)
-			snprintf(f->uri, sizeof(f->uri), "%s", line); /* the last one: stdout */
-	cr_assert(f->uri[0] != '\0', "no URI from backend.sh");
-}
-
-static void fdb_stop(struct fdb *f)
-{
-	char be[300], out[512], cmd[600];
-	const char *const argv[] = {MP_SOURCE_DIR "/scripts/backend.sh", "stop", be, NULL};
-
-	snprintf(be, sizeof(be), "%s/be", f->dir);
-	(void)h_run_capture(argv, out, sizeof(out), 60000);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
-	(void)!system(cmd);
-}
-
 static void pymongo4(char *buf, size_t len)
 {
 	const char *env = getenv("MONGOPLEX_PYMONGO4_PYTHON"), *cache = getenv("MONGOPLEX_CACHE");
@@ -92,7 +54,7 @@ static void run_script(const char *const argv[], const char *what)
 
 Test(compress_drivers, pymongo_and_node_through_proxy, .timeout = 900)
 {
-	struct fdb f;
+	struct h_ferret f;
 	struct proxy *p;
 	char extra[256], py[512];
 	const char *node = getenv("MONGOPLEX_NODE");
@@ -102,7 +64,7 @@ Test(compress_drivers, pymongo_and_node_through_proxy, .timeout = 900)
 	pymongo4(py, sizeof(py));
 	cr_assert(access(py, X_OK) == 0,
 		  "pymongo 4 venv python %s not found (tests/drivers/install.sh)", py);
-	fdb_start(&f);
+	h_ferret_start(&f, "ferretdb", NULL, NULL);
 	snprintf(extra, sizeof(extra), "backend_uri = %s\n", f.uri);
 	p = proxy_start(extra);
 	{
@@ -135,5 +97,5 @@ Test(compress_drivers, pymongo_and_node_through_proxy, .timeout = 900)
 	}
 	proxy_assert_alive(p, "after the drivers");
 	proxy_stop(p);
-	fdb_stop(&f);
+	h_ferret_stop(&f);
 }

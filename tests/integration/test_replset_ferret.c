@@ -25,54 +25,11 @@
 #define MP_SOURCE_DIR "."
 #endif
 
-/* A FerretDB replica set of one, for one test. */
-struct frs {
-	char dir[256];
-	char uri[200];
-};
-
-static void frs_run(const char *cmd, char *out, size_t outlen, int *status)
+/* A FerretDB replica set of one ("rs0"), for one test. */
+static void frs_start(struct h_ferret *f)
 {
-	FILE *f = popen(cmd, "r");
-	size_t n = 0;
-
-	cr_assert(f != NULL, "popen %s: %s", cmd, strerror(errno));
-	while (n + 1 < outlen && fgets(out + n, (int)(outlen - n), f) != NULL)
-		n += strlen(out + n);
-	out[n] = '\0';
-	*status = pclose(f);
-}
-
-static void frs_start(struct frs *f)
-{
-	char cmd[1024], out[1024];
-	const char *tmp = getenv("TMPDIR");
-	int st;
-
-	snprintf(f->dir, sizeof(f->dir), "%s/mongoplex-frs-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	cr_assert(mkdtemp(f->dir) != NULL);
-	snprintf(cmd, sizeof(cmd),
-		 "%s/scripts/backend.sh start ferretdb-rs %s/be 2>%s/start.err"
-		 " || { tail -c 700 %s/start.err; exit 1; }",
-		 MP_SOURCE_DIR, f->dir, f->dir, f->dir);
-	frs_run(cmd, out, sizeof(out), &st);
-	cr_assert(st == 0,
-		  "FerretDB (replica set) did not start (build it with scripts/backend.sh "
-		  "build ferretdb): %s",
-		  out);
-	cr_assert(strstr(out, "replicaSet=rs0") != NULL, "uri: %s", out);
-	out[strcspn(out, "\n")] = '\0';
-	snprintf(f->uri, sizeof(f->uri), "%s", out);
-}
-
-static void frs_stop(struct frs *f)
-{
-	char cmd[700], out[512];
-	int st;
-
-	snprintf(cmd, sizeof(cmd), "%s/scripts/backend.sh stop %s/be 2>&1; rm -rf %s",
-		 MP_SOURCE_DIR, f->dir, f->dir);
-	frs_run(cmd, out, sizeof(out), &st);
+	h_ferret_start(f, "ferretdb-rs", NULL, NULL);
+	cr_assert(strstr(f->uri, "replicaSet=rs0") != NULL, "uri: %s", f->uri);
 }
 
 static void wait_primary(struct proxy *p)
@@ -114,7 +71,7 @@ static int64_t count_with(mongoc_collection_t *col, mongoc_read_mode_t mode, bso
 
 Test(replset_ferret, crud_through_a_replica_set_uri, .timeout = 180)
 {
-	struct frs f;
+	struct h_ferret f;
 	struct proxy *p;
 	mongoc_client_t *c;
 	mongoc_collection_t *col;
@@ -157,5 +114,5 @@ Test(replset_ferret, crud_through_a_replica_set_uri, .timeout = 180)
 	mongoc_collection_destroy(col);
 	mongoc_client_destroy(c);
 	proxy_stop(p);
-	frs_stop(&f);
+	h_ferret_stop(&f);
 }

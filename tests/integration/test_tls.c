@@ -56,9 +56,7 @@ static const char *cf(const char *name)
 
 static void shell(const char *cmd, char *out, size_t outlen, int *status)
 {
-	const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
-
-	*status = h_run_capture(argv, out, outlen, 120000);
+	*status = h_sh_capture(cmd, out, outlen, 120000);
 }
 
 static void make_certs(void)
@@ -92,46 +90,24 @@ static void drop_certs(void)
 
 /* ------------------------------------------------------ FerretDB with TLS */
 
-struct fer {
-	char dir[300];
-	char uri[900]; /* TLS URI (credentials, tlsCAFile, tlsCertificateKeyFile) */
-	int port;      /* its TLS port */
-};
-
-static void fer_start(struct fer *fe, const char *cert, const char *key)
+/* A FerretDB with TLS (and SCRAM) serving `cert`, in this test's certificate
+ * directory (drop_certs stops it even after a failed assertion). */
+static void fer_start(struct h_ferret *fe, const char *cert, const char *key)
 {
-	char cmd[1500], out[1500];
-	int st;
-	char *nl;
+	char dir[300], e_cert[400], e_key[400], e_ca[400], e_client[400];
+	const char *const env[] = {e_cert, e_key, e_ca, e_client, NULL};
 
-	snprintf(fe->dir, sizeof(fe->dir), "%s/fer-%.6s", certs, cert);
-	snprintf(cmd, sizeof(cmd),
-		 "MONGOPLEX_TLS_CERT=%s MONGOPLEX_TLS_KEY=%s MONGOPLEX_TLS_CA=%s "
-		 "MONGOPLEX_TLS_CLIENT=%s %s/scripts/backend.sh start ferretdb-tls %s "
-		 "2>%s.err || { tail -c 700 %s.err; exit 1; }",
-		 cf(cert), cf(key), cf("ca.pem"), cf("cc.pem"), MP_SOURCE_DIR, fe->dir, fe->dir,
-		 fe->dir);
-	shell(cmd, out, sizeof(out), &st);
-	cr_assert(st == 0,
-		  "FerretDB with TLS did not start (scripts/backend.sh build ferretdb): %s", out);
-	nl = strchr(out, '\n');
-	if (nl)
-		*nl = '\0';
-	snprintf(fe->uri, sizeof(fe->uri), "%s", out);
-	cr_assert(sscanf(strstr(out, "@localhost:") + 11, "%d", &fe->port) == 1, "%s", out);
-}
-
-static void fer_stop(struct fer *fe)
-{
-	char cmd[600], out[300];
-	int st;
-
-	snprintf(cmd, sizeof(cmd), "%s/scripts/backend.sh stop %s 2>&1", MP_SOURCE_DIR, fe->dir);
-	shell(cmd, out, sizeof(out), &st);
+	snprintf(dir, sizeof(dir), "%s/fer-%.6s", certs, cert);
+	snprintf(e_cert, sizeof(e_cert), "MONGOPLEX_TLS_CERT=%s", cf(cert));
+	snprintf(e_key, sizeof(e_key), "MONGOPLEX_TLS_KEY=%s", cf(key));
+	snprintf(e_ca, sizeof(e_ca), "MONGOPLEX_TLS_CA=%s", cf("ca.pem"));
+	snprintf(e_client, sizeof(e_client), "MONGOPLEX_TLS_CLIENT=%s", cf("cc.pem"));
+	h_ferret_start(fe, "ferretdb-tls", dir, env);
 }
 
 /* The TLS URI with its tlsCAFile replaced / options appended. */
-static void fer_uri(const struct fer *fe, const char *ca, const char *more, char *buf, size_t len)
+static void fer_uri(const struct h_ferret *fe, const char *ca, const char *more, char *buf,
+		    size_t len)
 {
 	char head[900];
 	const char *q = strchr(fe->uri, '?');
@@ -185,7 +161,7 @@ TestSuite(tls, .init = make_certs, .fini = drop_certs, .timeout = 240);
 
 Test(tls, backend_tls_with_scram)
 {
-	struct fer fe;
+	struct h_ferret fe;
 	struct proxy *p;
 	char uri[1200];
 
@@ -199,7 +175,7 @@ Test(tls, backend_tls_with_scram)
 	p = proxy_backend(uri, NULL);
 	crud_through(p, "mongoplex");
 	proxy_stop(p);
-	fer_stop(&fe);
+	h_ferret_stop(&fe);
 }
 
 /* Count the occurrences of `needle` in the proxy's log. */
@@ -260,7 +236,7 @@ static void expect_tls_ok(const char *uri)
 
 Test(tls, backend_wrong_ca)
 {
-	struct fer fe;
+	struct h_ferret fe;
 	char uri[1200];
 
 	fer_start(&fe, "server.pem", "server.key");
@@ -268,31 +244,31 @@ Test(tls, backend_wrong_ca)
 	expect_tls_refusal(uri, fe.port, "unable to get local issuer certificate");
 	fer_uri(&fe, "otherca.pem", "&tlsInsecure=true", uri, sizeof(uri));
 	expect_tls_ok(uri);
-	fer_stop(&fe);
+	h_ferret_stop(&fe);
 }
 
 Test(tls, backend_wrong_hostname)
 {
-	struct fer fe;
+	struct h_ferret fe;
 	char uri[1200];
 
 	fer_start(&fe, "wronghost.pem", "wronghost.key");
 	expect_tls_refusal(fe.uri, fe.port, "hostname mismatch");
 	fer_uri(&fe, "ca.pem", "&tlsAllowInvalidHostnames=true", uri, sizeof(uri));
 	expect_tls_ok(uri);
-	fer_stop(&fe);
+	h_ferret_stop(&fe);
 }
 
 Test(tls, backend_expired)
 {
-	struct fer fe;
+	struct h_ferret fe;
 	char uri[1200];
 
 	fer_start(&fe, "expired.pem", "expired.key");
 	expect_tls_refusal(fe.uri, fe.port, "certificate has expired");
 	fer_uri(&fe, "ca.pem", "&tlsAllowInvalidHostnames=true", uri, sizeof(uri));
 	expect_tls_refusal(uri, fe.port, "certificate has expired"); /* not a hostname issue */
-	fer_stop(&fe);
+	h_ferret_stop(&fe);
 }
 
 /* ----------------------------------------------------------- client side */
@@ -740,7 +716,7 @@ static void driver(const char *what, const char *cmd)
  * newest drivers refuse mongo-java-server's wire version). */
 Test(tls, drivers_connect_with_client_certificate)
 {
-	struct fer fe;
+	struct h_ferret fe;
 	struct proxy *p;
 	char uri[800], cmd[3000], py4[400], more[1000];
 	const char *pycode =
@@ -778,7 +754,7 @@ Test(tls, drivers_connect_with_client_certificate)
 		 node_modules(), uri);
 	driver("mongosh", cmd);
 	proxy_stop(p);
-	fer_stop(&fe);
+	h_ferret_stop(&fe);
 }
 
 /* A reply far larger than the socket buffers to a client that reads late:
