@@ -52,9 +52,7 @@
 
 /* FerretDB with auth and a proxy in front, for one test. */
 struct env {
-	char dir[256];
-	char be_host[64];
-	int be_port;
+	struct h_ferret fe; /* its directory also holds the users file */
 	char users[300];
 	mongoc_client_t *admin; /* direct to the backend as BE_USER */
 	struct proxy *p;
@@ -69,38 +67,21 @@ static const char *bin(void)
 
 static void sh(const char *cmd, char *out, size_t outlen, int *status)
 {
-	FILE *f = popen(cmd, "r");
-	size_t n = 0;
-
-	cr_assert(f != NULL, "popen %s: %s", cmd, strerror(errno));
-	while (n + 1 < outlen && fgets(out + n, (int)(outlen - n), f) != NULL)
-		n += strlen(out + n);
-	out[n] = '\0';
-	*status = pclose(f);
+	*status = h_sh_capture(cmd, out, outlen, 120000);
 }
 
 static void backend_start(struct env *e)
 {
-	char cmd[1200], out[1024], uri[300];
-	const char *tmp = getenv("TMPDIR");
-	int st;
+	const char *const env[] = {"MONGOPLEX_FERRETDB_USER=" BE_USER,
+				   "MONGOPLEX_FERRETDB_PASSWORD=" BE_PASS, NULL};
+	char uri[300];
 
 	memset(e, 0, sizeof(*e));
-	snprintf(e->dir, sizeof(e->dir), "%s/mongoplex-peruser-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	cr_assert(mkdtemp(e->dir) != NULL);
-	snprintf(cmd, sizeof(cmd),
-		 "MONGOPLEX_FERRETDB_USER=" BE_USER " MONGOPLEX_FERRETDB_PASSWORD=" BE_PASS
-		 " %s/scripts/backend.sh start ferretdb-auth %s/be 2>%s/start.err"
-		 " || { tail -c 700 %s/start.err; exit 1; }",
-		 MP_SOURCE_DIR, e->dir, e->dir, e->dir);
-	sh(cmd, out, sizeof(out), &st);
-	cr_assert(st == 0, "FerretDB with auth did not start: %s", out);
-	cr_assert(sscanf(strrchr(out, '@') + 1, "%63[^:]:%d", e->be_host, &e->be_port) == 2, "%s",
-		  out);
+	h_ferret_start(&e->fe, "ferretdb-auth", NULL, env);
 	snprintf(uri, sizeof(uri), "mongodb://" BE_USER ":" BE_PASS "@%s:%d/?authSource=admin",
-		 e->be_host, e->be_port);
+		 e->fe.host, e->fe.port);
 	e->admin = h_client_uri(uri, "peruser-admin");
-	snprintf(e->users, sizeof(e->users), "%s/users", e->dir);
+	snprintf(e->users, sizeof(e->users), "%s/users", e->fe.dir);
 }
 
 /* The proxy in front: `more` adds settings (auth_query = on unless given). */
@@ -111,22 +92,17 @@ static void proxy_up(struct env *e, const char *more)
 	snprintf(extra, sizeof(extra),
 		 "backend_uri = mongodb://" BE_USER ":" BE_PASS "@%s:%d/\n"
 		 "auth_mode = scram\nauth_stats_unauthenticated = on\n%s",
-		 e->be_host, e->be_port, more ? more : "auth_query = on\n");
+		 e->fe.host, e->fe.port, more ? more : "auth_query = on\n");
 	e->p = proxy_start(extra);
 }
 
 static void env_stop(struct env *e)
 {
-	char cmd[800], out[512];
-	int st;
-
 	if (e->p != NULL)
 		proxy_stop(e->p);
 	if (e->admin != NULL)
 		mongoc_client_destroy(e->admin);
-	snprintf(cmd, sizeof(cmd), "%s/scripts/backend.sh stop %s/be 2>&1; rm -rf %s",
-		 MP_SOURCE_DIR, e->dir, e->dir);
-	sh(cmd, out, sizeof(out), &st);
+	h_ferret_stop(&e->fe);
 }
 
 static void create_user(struct env *e, const char *user, const char *pw)
