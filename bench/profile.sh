@@ -100,10 +100,17 @@ EOF
 }
 
 # Sets PROXY_CMD to the command of the proxy for MODE (off, on: mongoplex with
-# that batching setting; mongobetween) listening on PORT.
+# that batching setting; mongobetween) listening on PORT, and PROXY_ENV to
+# the environment it runs in under valgrind: Go's asynchronous preemption
+# signals (SIGURG) make callgrind 3.19 abort (threads.c:247 "sigNum ==
+# vgCallgrind_current_state.sig" failed), so mongobetween runs there with
+# GODEBUG=asyncpreemptoff=1 (goroutines are then switched only at calls and
+# blocking points, which is where a proxy's goroutines spend their time).
 proxy_cmd() {
   local mode="$1" port="$2" tag="$3" sep="?"
+  PROXY_ENV=()
   if [[ "$mode" == mongobetween ]]; then
+    PROXY_ENV=(GODEBUG=asyncpreemptoff=1)
     [[ "$URI" != *\?* ]] || sep="&"
     # Same flags as bench/run.sh: statsd metrics go to the discard port.
     PROXY_CMD=("$MONGOBETWEEN" -network tcp4 -loglevel warn -statsd 127.0.0.1:9
@@ -127,7 +134,7 @@ measure_callgrind() {
   local mode="$1" port pid dump
   port="$(free_port)"
   proxy_cmd "$mode" "$port" callgrind
-  valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind-$mode.out" \
+  env "${PROXY_ENV[@]}" valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind-$mode.out" \
     "${PROXY_CMD[@]}" </dev/null >"$OUT/callgrind-$mode.log" 2>&1 &
   pid=$!
   PIDS+=("$pid")
