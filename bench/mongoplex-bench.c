@@ -28,6 +28,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -796,9 +797,45 @@ typedef struct {
 	double user_us, sys_us, vcsw;
 } proc_sample_t;
 
+/* voluntary_ctxt_switches summed over the threads of PID that are alive
+ * (/proc/PID/task/TID/status: the process's own status file counts only its
+ * main thread, which for a multi-threaded proxy such as mongobetween is
+ * idle); -1 if none can be read. */
+static double proc_vcsw(long pid)
+{
+	char path[64], buf[512];
+	double sum = -1;
+	struct dirent *e;
+	snprintf(path, sizeof path, "/proc/%ld/task", pid);
+	DIR *d = opendir(path);
+	if (d == NULL) {
+		return -1;
+	}
+	while ((e = readdir(d)) != NULL) {
+		char spath[400];
+		FILE *f;
+		if (e->d_name[0] == '.') {
+			continue;
+		}
+		snprintf(spath, sizeof spath, "%s/%s/status", path, e->d_name);
+		if ((f = fopen(spath, "r")) == NULL) {
+			continue; /* the thread exited meanwhile */
+		}
+		while (fgets(buf, sizeof buf, f)) {
+			double v;
+			if (sscanf(buf, "voluntary_ctxt_switches: %lf", &v) == 1) {
+				sum = (sum < 0 ? 0 : sum) + v;
+			}
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return sum;
+}
+
 /* utime and stime (fields 14, 15 of /proc/PID/stat, after the ")" of the
- * command name) and voluntary_ctxt_switches of /proc/PID/status; threads
- * included. Clock ticks: 10 ms resolution at the usual 100 Hz. */
+ * command name: all threads) and the voluntary context switches of all its
+ * threads (proc_vcsw). Clock ticks: 10 ms resolution at the usual 100 Hz. */
 static proc_sample_t proc_sample(long pid)
 {
 	proc_sample_t s = {-1, -1, -1};
@@ -823,16 +860,7 @@ static proc_sample_t proc_sample(long pid)
 		}
 		fclose(f);
 	}
-	snprintf(path, sizeof path, "/proc/%ld/status", pid);
-	if ((f = fopen(path, "r")) != NULL) {
-		while (fgets(buf, sizeof buf, f)) {
-			double v;
-			if (sscanf(buf, "voluntary_ctxt_switches: %lf", &v) == 1) {
-				s.vcsw = v;
-			}
-		}
-		fclose(f);
-	}
+	s.vcsw = proc_vcsw(pid);
 	return s;
 }
 

@@ -16,7 +16,9 @@
 #
 # Settings (environment variables, defaults in brackets):
 #   CLIENTS [50]  LOOKUPS [2000]  WARM_LOOKUPS [100]  DOCS [10000]
-#   MODES ["off on"]                 batching settings to measure
+#   MODES ["off on"]                 what to measure: mongoplex with batching off
+#                                    / on, and `mongobetween` (MONGOBETWEEN=binary)
+#   MONGOBETWEEN []  MONGOBETWEEN_POOL_SIZE [16]   mongobetween, started as bench/run.sh does
 #   MEASURE ["callgrind strace"]     which counters
 #   BUILD_DIR [build-prof]  BUILD [1] (cmake RelWithDebInfo, the default build type)
 #   MONGOPLEX_BIN [$BUILD_DIR/mongoplex]   OUT [bench/out/profile-<timestamp>]
@@ -39,6 +41,8 @@ BUILD="${BUILD:-1}"
 MONGOPLEX_BIN="${MONGOPLEX_BIN:-$BUILD_DIR/mongoplex}"
 MONGOPLEX_POOL_SIZE="${MONGOPLEX_POOL_SIZE:-4}"
 BATCH_MAX_IDS="${BATCH_MAX_IDS:-100}"
+MONGOBETWEEN="${MONGOBETWEEN:-}"
+MONGOBETWEEN_POOL_SIZE="${MONGOBETWEEN_POOL_SIZE:-16}"
 OUT="${OUT:-$ROOT/bench/out/profile-$(date +%Y%m%d-%H%M%S)}"
 
 PIDS=()
@@ -95,6 +99,28 @@ log_level = warning
 EOF
 }
 
+# Sets PROXY_CMD to the command of the proxy for MODE (off, on: mongoplex with
+# that batching setting; mongobetween) listening on PORT, and PROXY_ENV to
+# the environment it runs in under valgrind: Go's asynchronous preemption
+# signals (SIGURG) make callgrind 3.19 abort (threads.c:247 "sigNum ==
+# vgCallgrind_current_state.sig" failed), so mongobetween runs there with
+# GODEBUG=asyncpreemptoff=1 (goroutines are then switched only at calls and
+# blocking points, which is where a proxy's goroutines spend their time).
+proxy_cmd() {
+  local mode="$1" port="$2" tag="$3" sep="?"
+  PROXY_ENV=()
+  if [[ "$mode" == mongobetween ]]; then
+    PROXY_ENV=(GODEBUG=asyncpreemptoff=1)
+    [[ "$URI" != *\?* ]] || sep="&"
+    # Same flags as bench/run.sh: statsd metrics go to the discard port.
+    PROXY_CMD=("$MONGOBETWEEN" -network tcp4 -loglevel warn -statsd 127.0.0.1:9
+      "127.0.0.1:$port=${URI}${sep}maxpoolsize=$MONGOBETWEEN_POOL_SIZE&label=bench")
+  else
+    write_ini "$mode" "$port" "$OUT/$tag-$mode.ini"
+    PROXY_CMD=("$MONGOPLEX_BIN" -c "$OUT/$tag-$mode.ini")
+  fi
+}
+
 # One pass of CLIENTS x N lookups through PORT.
 lookups() {
   local port="$1" n="$2" tag="$3"
@@ -107,9 +133,9 @@ lookups() {
 measure_callgrind() {
   local mode="$1" port pid dump
   port="$(free_port)"
-  write_ini "$mode" "$port" "$OUT/callgrind-$mode.ini"
-  valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind-$mode.out" \
-    "$MONGOPLEX_BIN" -c "$OUT/callgrind-$mode.ini" </dev/null >"$OUT/callgrind-$mode.log" 2>&1 &
+  proxy_cmd "$mode" "$port" callgrind
+  env "${PROXY_ENV[@]}" valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind-$mode.out" \
+    "${PROXY_CMD[@]}" </dev/null >"$OUT/callgrind-$mode.log" 2>&1 &
   pid=$!
   PIDS+=("$pid")
   wait_port "$port" "$pid" 60 || die "proxy under callgrind did not start; see $OUT/callgrind-$mode.log"
@@ -129,8 +155,8 @@ measure_callgrind() {
 measure_strace() {
   local mode="$1" port pid spid n=$((CLIENTS * LOOKUPS))
   port="$(free_port)"
-  write_ini "$mode" "$port" "$OUT/strace-$mode.ini"
-  "$MONGOPLEX_BIN" -c "$OUT/strace-$mode.ini" </dev/null >"$OUT/strace-$mode.log" 2>&1 &
+  proxy_cmd "$mode" "$port" strace
+  "${PROXY_CMD[@]}" </dev/null >"$OUT/strace-$mode.log" 2>&1 &
   pid=$!
   PIDS+=("$pid")
   wait_port "$port" "$pid" 20 || die "proxy did not start; see $OUT/strace-$mode.log"
@@ -157,20 +183,26 @@ main() {
   build_all
   [[ -x "$MONGOPLEX_BIN" ]] || die "no mongoplex binary at $MONGOPLEX_BIN"
   [[ -x "$BENCH" ]] || die "no mongoplex-bench binary at $BENCH"
+  [[ " $MODES " != *" mongobetween "* || -x "$MONGOBETWEEN" ]] ||
+    die "MODES has mongobetween but MONGOBETWEEN='$MONGOBETWEEN' is not an executable"
   start_backend
   "$BENCH" load --uri "$URI" --docs "$DOCS" >"$OUT/load.log" 2>&1 || die "load failed; see $OUT/load.log"
   {
     echo "bench/profile.sh: $CLIENTS clients x $LOOKUPS 1-id lookups, pool_size $MONGOPLEX_POOL_SIZE," \
       "binary $MONGOPLEX_BIN ($(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo no git))"
-    local mode
+    [[ " $MODES " != *" mongobetween "* ]] ||
+      echo "mongobetween: $MONGOBETWEEN, maxpoolsize $MONGOBETWEEN_POOL_SIZE"
+    local mode name
     for mode in $MODES; do
+      name="batching $mode"
+      [[ "$mode" != mongobetween ]] || name="mongobetween"
       if [[ "$MEASURE" == *callgrind* ]]; then
         measure_callgrind "$mode"
-        echo "batching $mode: $IR_PER_REQ instructions per request (callgrind, user space)"
+        echo "$name: $IR_PER_REQ instructions per request (callgrind, user space)"
       fi
       if [[ "$MEASURE" == *strace* ]]; then
         measure_strace "$mode"
-        echo "batching $mode: $SYS_PER_REQ syscalls per request (strace -c -f): $SYS_DETAIL"
+        echo "$name: $SYS_PER_REQ syscalls per request (strace -c -f): $SYS_DETAIL"
       fi
     done
   } | tee "$OUT/profile.txt"

@@ -19,6 +19,7 @@
 #   BATCH_MAX_IDS [100]   (see docs/benchmark-results.md for why these two)
 #   HAPROXY [on|off]  HAPROXY_THREADS [1]
 #   MONGOBETWEEN [auto|off|/path/to/binary]  MONGOBETWEEN_POOL_SIZE [16]
+#   MONGOBETWEEN_SRC []             auto: build mongobetween from this checkout / git dir
 #   UNIX [on|off]                   the mongoplex-unix path (clients over its unix socket)
 #   PLACEMENT [shared|split|netns]  where the backend runs (see README.md):
 #     split: backend pinned to BACKEND_CPU [0], everything else to CLIENT_CPUS [1]
@@ -50,6 +51,8 @@ HAPROXY="${HAPROXY:-on}"
 HAPROXY_THREADS="${HAPROXY_THREADS:-1}"
 MONGOBETWEEN="${MONGOBETWEEN:-auto}"
 MONGOBETWEEN_POOL_SIZE="${MONGOBETWEEN_POOL_SIZE:-16}"
+MONGOBETWEEN_SRC="${MONGOBETWEEN_SRC:-}"
+MB_BIN="" MB_SRC_REV=""
 MONGOBETWEEN_MODULE="github.com/coinbase/mongobetween"
 UNIX="${UNIX:-on}"
 PLACEMENT="${PLACEMENT:-shared}"
@@ -325,7 +328,42 @@ start_mongoplexes() {
   start_mongoplex mongoplex-batch on
 }
 
+# Builds mongobetween from the source in MONGOBETWEEN_SRC (a checkout with its
+# go.mod, or a git directory such as the one `git clone --mirror` or a fetched
+# snapshot gives: its HEAD is exported) into $OUT/mongobetween-build/; its Go
+# dependencies come from GOPROXY as `go build` fetches them. The source is
+# copied to a temporary folder first, so the checkout is never modified.
+# Sets MB_BIN, or MB_REASON to why not.
+build_mongobetween() {
+  local src="$MONGOBETWEEN_SRC" tmp bin="$OUT/mongobetween-build/mongobetween"
+  local logf="$OUT/mongobetween-build.log"
+  command -v go >/dev/null || { MB_REASON="go is not installed"; return 0; }
+  tmp="$(mktemp -d /tmp/mpbench-mb.XXXXXX)"
+  if [[ -f "$src/go.mod" ]]; then
+    cp -a "$src/." "$tmp/"
+  elif git --git-dir="$src" rev-parse --verify -q HEAD >/dev/null 2>&1; then
+    git --git-dir="$src" archive HEAD | tar -x -C "$tmp"
+  else
+    rm -rf "$tmp"
+    MB_REASON="MONGOBETWEEN_SRC=$src is neither a source tree with go.mod nor a git directory"
+    return 0
+  fi
+  mkdir -p "${bin%/*}"
+  MB_SRC_REV="$(git --git-dir="$src" rev-parse --short HEAD 2>/dev/null \
+    || git -C "$src" rev-parse --short HEAD 2>/dev/null || echo 'no git')"
+  log "building mongobetween from $src ($MB_SRC_REV)"
+  if (cd "$tmp" && timeout 900 go build -o "$bin" .) >"$logf" 2>&1; then
+    MB_BIN="$bin"
+  else
+    MB_REASON="go build of MONGOBETWEEN_SRC=$src failed: $(grep -v '^go: downloading' "$logf" \
+      | head -n 3 | tr -s ' \t\n' ' ')"
+  fi
+  rm -rf "$tmp"
+}
+
 # Sets MB_BIN to a mongobetween binary, or MB_REASON to why there is none.
+# auto: build from MONGOBETWEEN_SRC when it is set, else a binary left in
+# $CACHE/bin by an earlier `go install`, else try `go install ...@latest`.
 find_mongobetween() {
   MB_BIN="" MB_REASON=""
   case "$MONGOBETWEEN" in
@@ -335,6 +373,7 @@ find_mongobetween() {
        else MB_REASON="MONGOBETWEEN=$MONGOBETWEEN is not an executable"; fi
        return 0 ;;
   esac
+  if [[ -n "$MONGOBETWEEN_SRC" ]]; then build_mongobetween; return 0; fi
   if [[ -x "$CACHE/bin/mongobetween" ]]; then MB_BIN="$CACHE/bin/mongobetween"; return 0; fi
   command -v go >/dev/null || { MB_REASON="go is not installed"; return 0; }
   mkdir -p "$CACHE/bin"
@@ -344,7 +383,8 @@ find_mongobetween() {
     MB_BIN="$CACHE/bin/mongobetween"
   else
     MB_REASON="go install $MONGOBETWEEN_MODULE@latest failed: $(grep -v '^go: downloading' \
-      "$OUT/mongobetween-install.log" | head -n 3 | tr -s ' \t\n' ' ')"
+      "$OUT/mongobetween-install.log" | head -n 3 | tr -s ' \t\n' ' ') (a source checkout" \
+      "builds instead: MONGOBETWEEN_SRC=dir, see bench/README.md)"
   fi
 }
 
@@ -385,6 +425,7 @@ write_env() {
       *) echo "placement: shared (everything on every CPU)" ;;
     esac
     echo "haproxy: $(haproxy -v 2>/dev/null | head -n 1 || echo none)"
+    echo "mongobetween: ${MB_BIN:-none}${MB_SRC_REV:+ (built from MONGOBETWEEN_SRC=$MONGOBETWEEN_SRC at $MB_SRC_REV)}"
     local s
     for s in "${SKIPPED[@]}"; do echo "skipped $s"; done
   } >"$OUT/env.txt"
