@@ -17,7 +17,10 @@
  * more than 20 backend connections open (backend_conn_peak); a wrong
  * password and an unknown user get 18; shared mode answers connectionStatus
  * locally and runs users-file users on the proxy's identity as before; a
- * cursor opened as A is unknown once the connection logs in as B. Figures
+ * cursor opened as A is unknown once the connection logs in as B; libmongoc
+ * (SCRAM-SHA-256, SCRAM-SHA-1, negotiated; speculative once cached) and raw
+ * non-speculative conversations (both mechanisms) run CRUD as the user and
+ * the backend's connectionStatus names it. Figures
  * with --verbose: logins/s and 5 users x 10 threads lookups, per_user vs
  * shared.
  *
@@ -615,8 +618,9 @@ Test(per_user, figures_per_user_vs_shared, .timeout = 900)
 
 /* ------------------------------------------------------------ cursors */
 
-/* SCRAM-SHA-256 login on a raw connection (skipEmptyExchange); its code. */
-static int raw_login(int fd, const char *user, const char *pw)
+/* A SCRAM login with mechanism m on a raw connection (saslStart and
+ * saslContinue, not speculative, skipEmptyExchange); its code. */
+static int raw_login_mech(int fd, enum scram_mech m, const char *user, const char *pw)
 {
 	struct scram sc;
 	char prepared[256], msg[SCRAM_MSG_MAX], err[256];
@@ -628,13 +632,12 @@ static int raw_login(int fd, const char *user, const char *pw)
 	int code = 0;
 	static int32_t rid = 5000;
 
-	cr_assert(scram_prepare_password(SCRAM_SHA_256, user, pw, prepared, sizeof(prepared), err,
-					 sizeof(err)));
-	cr_assert(scram_start(&sc, SCRAM_SHA_256, user, prepared, NULL, msg, sizeof(msg), err,
-			      sizeof(err)));
+	cr_assert(
+	    scram_prepare_password(m, user, pw, prepared, sizeof(prepared), err, sizeof(err)));
+	cr_assert(scram_start(&sc, m, user, prepared, NULL, msg, sizeof(msg), err, sizeof(err)));
 	bson_init(&cmd);
 	BSON_APPEND_INT32(&cmd, "saslStart", 1);
-	BSON_APPEND_UTF8(&cmd, "mechanism", "SCRAM-SHA-256");
+	BSON_APPEND_UTF8(&cmd, "mechanism", scram_mech_name(m));
 	bson_append_binary(&cmd, "payload", -1, BSON_SUBTYPE_BINARY, (const uint8_t *)msg,
 			   (uint32_t)strlen(msg));
 	BSON_APPEND_DOCUMENT_BEGIN(&cmd, "options", &opts);
@@ -669,6 +672,12 @@ out:
 	bson_destroy(&reply);
 	scram_clear(&sc);
 	return code;
+}
+
+/* SCRAM-SHA-256 login on a raw connection; its code. */
+static int raw_login(int fd, const char *user, const char *pw)
+{
+	return raw_login_mech(fd, SCRAM_SHA_256, user, pw);
 }
 
 /* A command on a raw connection: its reply in *reply (caller destroys). */
@@ -717,5 +726,83 @@ Test(per_user, cursor_of_one_user_unknown_to_the_next, .timeout = 120)
 		     h_get_int(&reply, "code", -1));
 	bson_destroy(&reply);
 	close(fd);
+	env_stop(&e);
+}
+
+/* ------------------------------------------------------------ mechanisms */
+
+/* The documents of peruser.<coll> c sees (a count command). */
+static int64_t count_docs(mongoc_client_t *c, const char *coll)
+{
+	char json[200];
+	bson_t reply;
+	bson_error_t err;
+	int64_t n;
+
+	snprintf(json, sizeof(json), "{\"count\": \"%s\"}", coll);
+	cr_assert(h_cmd_json(c, "peruser", json, &reply, &err), "count: %s", err.message);
+	n = h_get_int(&reply, "n", -1);
+	bson_destroy(&reply);
+	return n;
+}
+
+/* libmongoc logs in as one user with SCRAM-SHA-256, SCRAM-SHA-1 and the
+ * negotiated mechanism (speculatively, in the hello), and a raw connection
+ * with each mechanism without speculation (the first login waits for the
+ * auth_query lookup: not speculative either): every time CRUD runs and the
+ * backend's connectionStatus names the user, on backend connections that
+ * logged in as that user. */
+Test(per_user, libmongoc_and_raw_logins_with_sha256_and_sha1, .timeout = 150)
+{
+	struct env e;
+	const char *mechs[3] = {"SCRAM-SHA-256", "SCRAM-SHA-1", NULL};
+	const enum scram_mech raw_mechs[2] = {SCRAM_SHA_256, SCRAM_SHA_1};
+	bson_t reply;
+	bson_error_t err;
+	char who[300];
+
+	backend_start(&e);
+	create_user(&e, "pum", "pum-Pw9");
+	proxy_up(&e, NULL);
+	cr_assert_geq(counter(&e, "user_backend_logins"), 0,
+		      "no user_backend_logins counter: per-user pools missing");
+	for (int i = 0; i < 3; i++) {
+		const char *name = mechs[i] ? mechs[i] : "negotiated";
+		int64_t spec0 = counter(&e, "client_auth_speculative");
+		mongoc_client_t *c = login_client(&e, "pum", "pum-Pw9", mechs[i]);
+
+		cr_assert(insert_doc(c, "mechs", i, "pum", &err), "%s: %s", name, err.message);
+		cr_assert_eq(count_docs(c, "mechs"), i + 1, "%s", name);
+		status_user(c, who, sizeof(who));
+		cr_assert_str_eq(who, "admin.pum", "%s", name);
+		mongoc_client_destroy(c);
+		/* The first login waits for the auth_query lookup: the driver's
+		 * own saslStart, not speculative; the cached ones ride in the hello. */
+		if (i > 0)
+			cr_assert_gt(counter(&e, "client_auth_speculative"), spec0,
+				     "%s: libmongoc's login did not ride in the hello", name);
+	}
+	for (int i = 0; i < 2; i++) {
+		const char *name = scram_mech_name(raw_mechs[i]);
+		char json[200];
+		int fd = raw_connect(e.p);
+		const char *u;
+
+		cr_assert_eq(raw_login_mech(fd, raw_mechs[i], "pum", "pum-Pw9"), 0, "raw %s", name);
+		snprintf(json, sizeof(json),
+			 "{\"insert\": \"mechs\", \"documents\": [{\"_id\": %d}]}", 10 + i);
+		raw_json(fd, json, &reply);
+		cr_assert_eq(h_get_int(&reply, "n", -1), 1, "raw %s: insert", name);
+		bson_destroy(&reply);
+		raw_json(fd, "{\"connectionStatus\": 1}", &reply);
+		u = h_get_str(&reply, "authInfo.authenticatedUsers.0.user");
+		cr_assert(u != NULL && strcmp(u, "pum") == 0, "raw %s: connectionStatus names %s",
+			  name, u ? u : "nobody");
+		bson_destroy(&reply);
+		close(fd);
+	}
+	cr_assert_geq(counter(&e, "user_backend_logins"), 1,
+		      "the backend connections did not log in as the user");
+	cr_assert_eq(counter(&e, "client_auth_failures"), 0);
 	env_stop(&e);
 }
