@@ -44,4 +44,6 @@ if [ -z "${MONITOR_GO_BIN:-}" ]; then
   fi
 fi
 export MONGOPLEX_TEST_URI="$uri" PYTHONDONTWRITEBYTECODE=1
-exec "$MODERN_PY" "$ROOT/tests/drivers/monitoring/test_monitoring.py" "$@"
+# Not exec: the EXIT trap must stop FerretDB and remove $work (the Go binary).
+"$MODERN_PY" "$ROOT/tests/drivers/monitoring/test_monitoring.py" "$@"
+exit $?
