@@ -75,6 +75,7 @@
 	X(backend_conn_peak, "Most backend connections open at once, all pools (a maximum)")       \
 	X(reloads, "Successful configuration reloads")                                             \
 	X(reload_failures, "Rejected configuration reloads")                                       \
+	X(lb_clients, "Client connections that said loadBalanced: true (answered with serviceId)") \
 	X(lb_pins_opened, "Backend connections pinned to a load-balanced cursor or transaction")   \
 	X(lb_pin_shared, "LB cursors/transactions run on a client's existing pin (at a bound)")    \
 	X(lb_pin_waits, "LB requests that waited for a pin (pool at pool_size - 1 pins)")          \

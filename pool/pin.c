@@ -78,8 +78,11 @@ void pin_note_hello(struct request_owner *o, const bson_t *hello)
 {
 	bson_iter_t it;
 
-	if (bson_iter_init_find(&it, hello, "loadBalanced") && bson_iter_as_bool(&it))
+	if (bson_iter_init_find(&it, hello, "loadBalanced") && bson_iter_as_bool(&it) &&
+	    !o->load_balanced) {
 		o->load_balanced = true;
+		STAT_INC(lb_clients);
+	}
 }
 
 static bool read_int64(const bson_iter_t *it, int64_t *v)

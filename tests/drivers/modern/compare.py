@@ -12,6 +12,11 @@
 # and its direct results equal PyMongo's (the reference; compared as JSON
 # values, so field order and the drivers' own bookkeeping -- command counts,
 # the order of keys in result summaries -- are not part of that check).
+# MODERN_MODES (default "direct proxy") may add "lbcomp" (run.sh's
+# MODERN_LB_COMPRESS=1 pass: proxy URI with loadBalanced=true and
+# compressors): its transcript must equal the direct one the same way, and its
+# NAME.lbcomp.effect line (lbcomp_effect.py: the proxy's counters showed LB
+# and compression in effect for that run) must start with "ok".
 # Exit 0 when every NAME passed.
 import json
 import os
@@ -79,9 +84,9 @@ def status(d, name, mode):
         return "?", "?", "?"
 
 
-def log_tail(d, name, mode):
+def log_tail(d, name, mode, ext="log"):
     try:
-        with open(os.path.join(d, "%s.%s.log" % (name, mode))) as f:
+        with open(os.path.join(d, "%s.%s.%s" % (name, mode, ext))) as f:
             lines = [ln.rstrip() for ln in f if ln.strip()]
         return " | ".join(lines[-3:])[:400] or "(no output)"
     except OSError:
@@ -91,7 +96,8 @@ def log_tail(d, name, mode):
 def check(d, name, reference):
     """Returns (rows, problems) for one driver."""
     rows, problems, ts = [], [], {}
-    for mode in ("direct", "proxy"):
+    modes = os.environ.get("MODERN_MODES", "direct proxy").split()
+    for mode in modes:
         rc, secs, runtime = status(d, name, mode)
         path = os.path.join(d, "%s.%s.json" % (name, mode))
         row = {"mode": mode, "rc": rc, "secs": secs, "runtime": runtime, "version": "?", "steps": 0, "cmds": "-"}
@@ -108,12 +114,18 @@ def check(d, name, reference):
         else:
             problems.append("%s: did not run (rc=%s): %s" % (mode, rc, log_tail(d, name, mode)))
         rows.append(row)
-    if "direct" in ts and "proxy" in ts:
-        a = load(os.path.join(d, name + ".direct.json"), ordered=True)
-        b = load(os.path.join(d, name + ".proxy.json"), ordered=True)
-        diff = first_diff(a, b)
-        if diff:
-            problems.append("direct vs proxy: " + diff)
+    for mode in modes[1:]:
+        if "direct" in ts and mode in ts:
+            a = load(os.path.join(d, name + ".direct.json"), ordered=True)
+            b = load(os.path.join(d, "%s.%s.json" % (name, mode)), ordered=True)
+            diff = first_diff(a, b)
+            if diff:
+                problems.append("direct vs %s: %s" % (mode, diff))
+    if "lbcomp" in modes:
+        effect = log_tail(d, name, "lbcomp", "effect")
+        rows[modes.index("lbcomp")]["effect"] = effect
+        if not effect.startswith("ok"):
+            problems.append("lbcomp: not in effect on the proxy: " + effect)
     if "direct" in ts and reference is not None and name != REFERENCE:
         diff = first_diff({"steps": reference["steps"]}, {"steps": ts["direct"]["steps"]})
         if diff:
@@ -131,16 +143,22 @@ def main():
     failed = []
     print("%-9s %-8s %-7s %-6s %5s %6s  %-26s %s" % ("driver", "version", "mode", "result", "steps", "secs",
                                                    "commands", "runtime"))
+    effects = []
     for name in names:
         rows, problems = check(d, name, reference)
         verdict = "FAIL" if problems else "pass"
         for r in rows:
             print("%-9s %-8s %-7s %-6s %5d %6s  %-26s %s" % (name, r["version"], r["mode"], verdict, r["steps"],
                                                            r["secs"], r["cmds"], r["runtime"]))
+        effects += ["%-9s %s" % (name, r["effect"]) for r in rows if "effect" in r]
         for p in problems:
             print("  %s: %s" % (name, p))
         if problems:
             failed.append(name)
+    if effects:
+        print("lbcomp runs, proxy counters during each (loadBalanced=true + compressors):")
+        for e in effects:
+            print("  " + e)
     if reference is None:
         print("no %s direct transcript: cross-driver comparison not possible" % REFERENCE)
         failed.append(REFERENCE + "(reference)")

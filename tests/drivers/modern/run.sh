@@ -14,6 +14,12 @@
 # Environment: MODERN_OUT=DIR keeps the transcripts and logs there;
 # MODERN_TIMEOUT per run (default 150 s); MODERN_NODE / MODERN_GO pick
 # toolchains (see env.sh).
+# MODERN_LB_COMPRESS=1 adds a third run per driver, "lbcomp": the proxy URI
+# with loadBalanced=true&compressors=LIST (lbcomp_compressors below: every
+# compressor the driver supports here), compared with the direct run like the
+# proxy run, and lbcomp_effect.py's mongoplexStats deltas around it must show
+# a load-balanced client, a pinned cursor, and client messages decompressed
+# and replies compressed with the driver's first compressor.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
@@ -71,6 +77,40 @@ command_for() {
   esac
 }
 
+# lbcomp_compressors DRIVER: the compressors= list of its lbcomp run (the
+# driver uses the first one the proxy also offers). pymongo: zstd needs
+# backports.zstd, snappy python-snappy (requirements.txt); Node/mongosh:
+# @mongodb-js/zstd and snappy (package.json); Go: all three built in; Java:
+# zlib only (snappy and zstd need snappy-java / zstd-jni, not in the jar).
+lbcomp_compressors() {
+  case "$1" in
+    java) echo zlib ;;
+    *) echo zstd,snappy,zlib ;;
+  esac
+}
+
+# with_options URI OPTIONS: URI with OPTIONS appended to its query string.
+with_options() {
+  case "$1" in
+    *\?*) echo "$1&$2" ;;
+    */) echo "$1?$2" ;;
+    *) echo "$1/?$2" ;;
+  esac
+}
+
+# run_lbcomp DRIVER: the lbcomp run and its proxy-side proof (DRIVER.lbcomp.effect).
+run_lbcomp() {
+  local d="$1" comps snap="$out/$1.lbcomp.before"
+  comps="$(lbcomp_compressors "$d")"
+  if ! "$MODERN_PY" "$MODERN/lbcomp_effect.py" snapshot "$MONGOPLEX_PROXY_URI" "$snap" >"$out/$d.lbcomp.effect" 2>&1; then
+    sed -i '1s/^/FAIL reading mongoplexStats before the run: /' "$out/$d.lbcomp.effect"
+    return
+  fi
+  run_one "$d" lbcomp "$(with_options "$MONGOPLEX_PROXY_URI" "loadBalanced=true&compressors=$comps")"
+  "$MODERN_PY" "$MODERN/lbcomp_effect.py" check "$MONGOPLEX_PROXY_URI" "$snap" "$comps" \
+    >"$out/$d.lbcomp.effect" 2>&1 || true
+}
+
 # run_one DRIVER MODE URI: runs the workload, writes DRIVER.MODE.{json,log,status}.
 run_one() {
   local d="$1" mode="$2" uri="$3" rc t0 t1 json="$out/$1.$2.json" log="$out/$1.$2.log"
@@ -93,8 +133,9 @@ for d in "${selected[@]}"; do
     echo "=== $d ($RUNTIME)"
     run_one "$d" direct "$MONGOPLEX_DIRECT_URI"
     run_one "$d" proxy "$MONGOPLEX_PROXY_URI"
+    [ "${MODERN_LB_COMPRESS:-0}" != 1 ] || run_lbcomp "$d"
   else
-    for mode in direct proxy; do
+    for mode in direct proxy lbcomp; do
       echo "cannot run: $reason" >"$out/$d.$mode.log"
       echo "127 0 -" >"$out/$d.$mode.status"
     done
@@ -125,7 +166,8 @@ else
 fi
 
 echo "=== modern driver matrix (backend $MONGOPLEX_DIRECT_URI, proxy $MONGOPLEX_PROXY_URI)"
-python3 "$MODERN/compare.py" "$out" "${selected[@]}"
+modes="direct proxy"; [ "${MODERN_LB_COMPRESS:-0}" != 1 ] || modes="direct proxy lbcomp"
+MODERN_MODES="$modes" python3 "$MODERN/compare.py" "$out" "${selected[@]}"
 rc=$?
 [ "$stats_rc" = 0 ] || rc=1
 if [ "$keep" = 1 ]; then echo "transcripts and logs: $out"; else rm -rf "$out"; fi

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ctest `drivers_monitoring`: starts its own FerretDB (scripts/backend.sh; pymongo 4
 # needs wire version 9+, which mongo-java-server lacks) and runs
-# test_monitoring.py with the pymongo 4 venv and the Node.js driver of
-# tests/drivers/node_modules. Fails -- never skips -- when FerretDB, the venv or
+# test_monitoring.py with the pymongo 4 venv, the Node.js driver of
+# tests/drivers/node_modules, the Java driver (the modern jar) and the Go driver
+# (go/, built here). Fails -- never skips -- when FerretDB, the venv or
 # the Node.js driver is missing. MONITOR_IDLE_S / MONITOR_HEARTBEAT_MS set the
 # idle window (default 10 s at heartbeatFrequencyMS 2000).
 set -uo pipefail
@@ -29,5 +30,20 @@ if [ -z "${MONGOPLEX_MONITOR_URI:-}" ]; then
 else
   uri="$MONGOPLEX_MONITOR_URI"
 fi
+# heartbeats_java runs java/MonitorJava.java on the modern suite's jar (the
+# Java driver 5.14); heartbeats_go needs go/ built (the Go driver v2.8.2, the
+# modern suite's module cache): a failed build fails that subtest with its output.
+export MONITOR_JAVA_JAR="${MONITOR_JAVA_JAR:-$MODERN_JAR}"
+if [ -z "${MONITOR_GO_BIN:-}" ]; then
+  export MONITOR_GO_BIN="$work/mongoplex-monitor-go" MONITOR_GO_ERR=""
+  if ! go="$(pick_go)"; then
+    MONITOR_GO_ERR="no Go >= 1.22 (/usr/lib/go-1.23/bin/go or go on PATH)"
+  elif ! MONITOR_GO_ERR="$(cd "$ROOT/tests/drivers/monitoring/go" && env "${MODERN_GOENV[@]}" \
+      "$go" build -trimpath -buildvcs=false -o "$MONITOR_GO_BIN" . 2>&1)"; then
+    MONITOR_GO_ERR="go build failed: $MONITOR_GO_ERR"
+  fi
+fi
 export MONGOPLEX_TEST_URI="$uri" PYTHONDONTWRITEBYTECODE=1
-exec "$MODERN_PY" "$ROOT/tests/drivers/monitoring/test_monitoring.py" "$@"
+# Not exec: the EXIT trap must stop FerretDB and remove $work (the Go binary).
+"$MODERN_PY" "$ROOT/tests/drivers/monitoring/test_monitoring.py" "$@"
+exit $?

@@ -8,6 +8,12 @@ Subtests (tests/ops/opslib.py runner, one PASS/FAIL line each):
                        streaming must show awaited heartbeats, polling none.
                        Prints heartbeat events and the messages the proxy got.
   heartbeats_node      the same with the Node.js driver (its default: stream).
+  heartbeats_java      the same with the Java driver 5.14 (ServerMonitorListener,
+                       ServerHeartbeatSucceededEvent.isAwaited; java/MonitorJava.java
+                       in source-file mode on $MONITOR_JAVA_JAR, the modern jar).
+  heartbeats_go        the same with the Go driver v2.8.2 (event.ServerMonitor,
+                       ServerHeartbeatSucceededEvent.Awaited; go/, built by test.sh
+                       into $MONITOR_GO_BIN).
   drain_pymongo        two proxies (advertise_mongos = on) in one seed list,
                        8 threads of find/insert; SIGTERM one; 0 failed
                        operations (the driver's own retries allowed), the
@@ -156,6 +162,47 @@ def t_heartbeats_node():
           % (IDLE_S, HEARTBEAT_MS, json.dumps(figs)), flush=True)
     check(figs["awaited"] >= 1, "the Node.js driver did not stream: %s" % figs)
     check_eq(figs["failed"], 0, "failed heartbeats")
+
+
+def run_json(cmd, what, timeout=180):
+    """Runs a driver's monitor program; its last stdout line starting with { as a dict."""
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise Fail("%s exited %d: %s %s" % (what, r.returncode, r.stdout[-2000:], r.stderr[-2000:]))
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    check(lines, "%s printed no result: %s" % (what, r.stdout[-2000:]))
+    return json.loads(lines[-1])
+
+
+def heartbeats_program(name, cmd, what):
+    """An idle window of an external driver program on a fresh proxy: awaited heartbeats."""
+    p = proxy("hb-" + name)
+    before = counters(p)
+    figs = run_json(cmd + [p.uri, str(IDLE_S), str(HEARTBEAT_MS)], what)
+    after = counters(p)
+    figs["proxy_requests"] = after["requests_total"] - before["requests_total"] - 1
+    figs["proxy_stream_replies"] = after["hello_stream_replies"] - before["hello_stream_replies"]
+    print("FIGURES heartbeats_%s idle=%.0fs heartbeatFrequencyMS=%d %s"
+          % (name, IDLE_S, HEARTBEAT_MS, json.dumps(figs)), flush=True)
+    check(figs["awaited"] >= 1, "the %s driver did not stream: no awaited heartbeat: %s" % (name, figs))
+    check(figs["proxy_stream_replies"] >= 1, "the proxy streamed no hello reply: %s" % figs)
+    check_eq(figs["failed"], 0, "failed heartbeats")
+
+
+def t_heartbeats_java():
+    jar = os.environ.get("MONITOR_JAVA_JAR", "")
+    if not os.path.isfile(jar):
+        raise Fail("no Java driver jar %r (MONITOR_JAVA_JAR; tests/drivers/install.sh builds "
+                   "mongoplex-modern-java.jar)" % jar)
+    heartbeats_program("java", ["java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", jar,
+                                os.path.join(HERE, "java", "MonitorJava.java")], "MonitorJava.java")
+
+
+def t_heartbeats_go():
+    exe = os.environ.get("MONITOR_GO_BIN", "")
+    if not os.access(exe, os.X_OK):
+        raise Fail("no Go monitor binary %r: %s" % (exe, os.environ.get("MONITOR_GO_ERR", "set MONITOR_GO_BIN")))
+    heartbeats_program("go", [exe], "mongoplex-monitor-go")
 
 
 class Commands(monitoring.CommandListener):
@@ -371,6 +418,7 @@ def t_lb_node():
 
 
 SUBTESTS = [("heartbeats_pymongo", t_heartbeats_pymongo), ("heartbeats_node", t_heartbeats_node),
+            ("heartbeats_java", t_heartbeats_java), ("heartbeats_go", t_heartbeats_go),
             ("drain_pymongo", t_drain_pymongo),
             ("drain_pymongo_polling", lambda: t_drain_pymongo("poll")),
             ("drain_node", t_drain_node),
