@@ -131,7 +131,7 @@ static void quiet_log(mongoc_log_level_t level, const char *domain, const char *
 
 /* ================================================================ the proxy */
 
-static const char *proxy_binary(void)
+const char *h_proxy_binary(void)
 {
 	const char *b = getenv("MONGOPLEX_BIN");
 
@@ -452,8 +452,8 @@ struct proxy *proxy_start(const char *extra)
 		signal(SIGPIPE, SIG_DFL);
 		signal(SIGINT, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
-		execl(proxy_binary(), proxy_binary(), "-c", p->cfg_path, (char *)NULL);
-		fprintf(stderr, "exec %s: %s\n", proxy_binary(), strerror(errno));
+		execl(h_proxy_binary(), h_proxy_binary(), "-c", p->cfg_path, (char *)NULL);
+		fprintf(stderr, "exec %s: %s\n", h_proxy_binary(), strerror(errno));
 		_exit(127);
 	}
 	for (slot = 0; slot < MAX_PROXIES && live_proxies[slot] != NULL; slot++)
@@ -472,7 +472,7 @@ struct proxy *proxy_start(const char *extra)
 
 			describe_status(p->wait_status, why, sizeof(why));
 			cr_assert_fail("mongoplex (%s) died during startup (%s); log %s:\n%s",
-				       proxy_binary(), why, p->log_path, tail);
+				       h_proxy_binary(), why, p->log_path, tail);
 		}
 		if (h_now_ms() > deadline) {
 			char *tail = proxy_log_tail(p, 4000);

@@ -35,6 +35,9 @@
 /* ------------------------------------------------------------ environment */
 
 /* MONGOPLEX_TEST_URI; fails the test when it is not set. */
+/* The mongoplex binary the tests start: $MONGOPLEX_BIN, else the one built
+ * with the tests (MP_BINARY). */
+const char *h_proxy_binary(void);
 const char *h_backend_uri(void);
 /* MONGOPLEX_TEST_BACKEND: "mongo-java-server", "ferretdb" or "external". */
 const char *h_backend_name(void);

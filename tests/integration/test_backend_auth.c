@@ -31,13 +31,6 @@
 
 #include "harness.h"
 
-#ifndef MP_SOURCE_DIR
-#define MP_SOURCE_DIR "."
-#endif
-#ifndef MP_BINARY
-#define MP_BINARY "mongoplex"
-#endif
-
 #define USER	 "mpauth"
 #define PASSWORD "Pw-s3cret-7781"
 #define WRONG_PW "Wrong-pw-4242"

@@ -40,13 +40,6 @@
 #include "harness.h"
 #include "pool/scram.h"
 
-#ifndef MP_SOURCE_DIR
-#define MP_SOURCE_DIR "."
-#endif
-#ifndef MP_BINARY
-#define MP_BINARY "mongoplex"
-#endif
-
 #define BE_USER	 "mpadmin"
 #define BE_PASS	 "Be-pw-5512"
 #define PYSCRIPT MP_SOURCE_DIR "/tests/integration/client_auth_pymongo.py"
@@ -57,13 +50,6 @@ struct env {
 	char users[300];
 	struct proxy *p;
 };
-
-static const char *bin(void)
-{
-	const char *b = getenv("MONGOPLEX_BIN");
-
-	return b && *b ? b : MP_BINARY;
-}
 
 static void sh(const char *cmd, char *out, size_t outlen, int *status)
 {
@@ -81,7 +67,7 @@ static void add_user(struct env *e, const char *dbuser, const char *pw)
 	snprintf(cmd, sizeof(cmd),
 		 "printf '%%s\\n' '%s' | %s --scram-secret %s >> %s 2>%s/scram-secret.err"
 		 " || { cat %s/scram-secret.err; exit 1; }",
-		 pw, bin(), dbuser, e->users, e->fe.dir, e->fe.dir);
+		 pw, h_proxy_binary(), dbuser, e->users, e->fe.dir, e->fe.dir);
 	sh(cmd, out, sizeof(out), &st);
 	cr_assert_eq(st, 0, "--scram-secret %s failed: %s", dbuser, out);
 	chmod(e->users, 0600);
@@ -443,8 +429,8 @@ static void test_config(const char *ini, char *out, size_t outlen, int *st)
 	fprintf(f, "[mongoplex]\n%s", ini);
 	fclose(f);
 	snprintf(cmd, sizeof(cmd),
-		 "timeout 20 %s --test-config -c %s 2>&1; rc=$?; rm -rf %s; exit $rc", bin(), path,
-		 dir);
+		 "timeout 20 %s --test-config -c %s 2>&1; rc=$?; rm -rf %s; exit $rc",
+		 h_proxy_binary(), path, dir);
 	sh(cmd, out, outlen, st);
 }
 

@@ -43,13 +43,6 @@
 #include "harness.h"
 #include "pool/scram.h"
 
-#ifndef MP_SOURCE_DIR
-#define MP_SOURCE_DIR "."
-#endif
-#ifndef MP_BINARY
-#define MP_BINARY "mongoplex"
-#endif
-
 #define BE_USER "pradmin"
 #define BE_PASS "Pr-admin-77"
 
@@ -60,13 +53,6 @@ struct env {
 	mongoc_client_t *admin; /* direct to the backend as BE_USER */
 	struct proxy *p;
 };
-
-static const char *bin(void)
-{
-	const char *b = getenv("MONGOPLEX_BIN");
-
-	return b && *b ? b : MP_BINARY;
-}
 
 static void sh(const char *cmd, char *out, size_t outlen, int *status)
 {
@@ -272,7 +258,7 @@ Test(per_user, users_file_secret_must_carry_the_backends_salt, .timeout = 120)
 	/* puown: a --scram-secret line (the proxy's own salt); pucopy: copied. */
 	snprintf(cmd, sizeof(cmd),
 		 "printf '%%s\\n' 'puown-Pw3' | %s --scram-secret admin.puown > %s 2>/dev/null",
-		 bin(), e.users);
+		 h_proxy_binary(), e.users);
 	sh(cmd, out, sizeof(out), &st);
 	cr_assert_eq(st, 0, "--scram-secret failed: %s", out);
 	f = fopen(e.users, "a");
@@ -530,7 +516,7 @@ Test(per_user, shared_mode_as_before, .timeout = 120)
 	snprintf(cmd, sizeof(cmd),
 		 "printf '%%s\\n' 'pushared-Pw6' | %s --scram-secret admin.pushared > %s "
 		 "2>/dev/null",
-		 bin(), e.users);
+		 h_proxy_binary(), e.users);
 	sh(cmd, out, sizeof(out), &st);
 	cr_assert_eq(st, 0, "--scram-secret failed: %s", out);
 	chmod(e.users, 0600);

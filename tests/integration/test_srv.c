@@ -34,13 +34,6 @@
 
 #include "harness.h"
 
-#ifndef MP_SOURCE_DIR
-#define MP_SOURCE_DIR "."
-#endif
-#ifndef MP_BINARY
-#define MP_BINARY "mongoplex"
-#endif
-
 Test(srv, mongodb_srv_in_netns, .timeout = 240)
 {
 	const char *bin = getenv("MONGOPLEX_BIN");
