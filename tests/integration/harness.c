@@ -62,17 +62,27 @@ const char *h_direct_uri(void)
 	return uri != NULL && *uri != '\0' ? uri : h_backend_uri();
 }
 
-void h_backend_hostport(char *host, size_t hostlen, int *port)
+static void first_host(const char *what, const char *s, char *host, size_t hostlen, int *port)
 {
-	mongoc_uri_t *uri = mongoc_uri_new(h_direct_uri());
+	mongoc_uri_t *uri = mongoc_uri_new(s);
 	const mongoc_host_list_t *hl;
 
-	cr_assert(uri != NULL, "the direct backend URI is not valid: %s", h_direct_uri());
+	cr_assert(uri != NULL, "the %s URI is not valid: %s", what, s);
 	hl = mongoc_uri_get_hosts(uri);
-	cr_assert(hl != NULL, "no host in the direct backend URI %s", h_direct_uri());
+	cr_assert(hl != NULL, "no host in the %s URI %s", what, s);
 	snprintf(host, hostlen, "%s", hl->host);
 	*port = hl->port;
 	mongoc_uri_destroy(uri);
+}
+
+void h_backend_hostport(char *host, size_t hostlen, int *port)
+{
+	first_host("direct backend", h_direct_uri(), host, hostlen, port);
+}
+
+void h_proxy_backend_hostport(char *host, size_t hostlen, int *port)
+{
+	first_host("backend", h_backend_uri(), host, hostlen, port);
 }
 
 void h_unique(char *buf, size_t len, const char *prefix)

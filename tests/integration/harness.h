@@ -52,6 +52,9 @@ bool h_backend_is(const char *name);
 const char *h_direct_uri(void);
 /* The direct URI's first host (for raw sockets straight to the backend). */
 void h_backend_hostport(char *host, size_t hostlen, int *port);
+/* The first host of h_backend_uri(): the server the proxy's backend_uri
+ * names (with the sha1-tls pass the TLS port, not the direct one). */
+void h_proxy_backend_hostport(char *host, size_t hostlen, int *port);
 
 /* A name unique to this test process and call: "<prefix>_<pid>_<random>_<n>". */
 void h_unique(char *buf, size_t len, const char *prefix);

@@ -112,7 +112,7 @@ Test(metrics_members, labelled_member_fields, .timeout = 60)
 	bson_t st, reply;
 	long long idle;
 
-	h_backend_hostport(host, sizeof(host), &bport);
+	h_proxy_backend_hostport(host, sizeof(host), &bport);
 	snprintf(member, sizeof(member), "%s:%d", host, bport);
 	snprintf(extra, sizeof(extra), "metrics_listen = 127.0.0.1:%d\n", mport);
 	p = proxy_start(extra);
