@@ -81,7 +81,8 @@ cleanup() {
     done
     for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do
       m="${MOUNTS[$i]}"
-      umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || say "could not unmount $m"
+      # -R: what the tests mounted below (e.g. ip netns' /run/netns) goes too.
+      umount -R "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || say "could not unmount $m"
     done
     if grep -q " $RFS" /proc/mounts; then
       say "something is still mounted under $RFS; not removing it:"
@@ -207,6 +208,11 @@ chmod 755 "$RFS/usr/sbin/policy-rc.d"
 say "copied into the root: apt sources and local apt settings, $n_ca extra CA certificate(s)," \
     "DNS, registry settings (${#CHROOT_ENV[@]} environment variables)"
 
+# The root is a mount point of its own, as / is on a real machine: `ip netns
+# exec` (the mongodb+srv test's DNS namespace) remounts / as a slave, which
+# fails with EINVAL when the chroot's / is a plain directory.
+mnt "$RFS" --bind "$RFS"
+mount --make-private "$RFS"   # mounts below it must not reach this machine
 mnt "$RFS/proc" -t proc proc
 mnt "$RFS/sys" -t sysfs sysfs
 mnt "$RFS/dev" --bind /dev
