@@ -1185,3 +1185,32 @@ int h_run_capture(const char *const argv[], char *out, size_t outlen, int timeou
 	close(pipefd[0]);
 	return st;
 }
+
+int h_free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+
+	cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+		  getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+char *h_get_metrics(int port)
+{
+	int fd = raw_connect_to("127.0.0.1", port);
+	const char req[] = "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n";
+	size_t cap = 1 << 20, n = 0;
+	char *buf = malloc(cap);
+	ssize_t r;
+
+	cr_assert(fd >= 0 && buf != NULL);
+	cr_assert(raw_send(fd, req, sizeof(req) - 1));
+	while (n + 1 < cap && (r = read(fd, buf + n, cap - n - 1)) > 0)
+		n += (size_t)r;
+	buf[n] = '\0';
+	close(fd);
+	return buf;
+}

@@ -56,6 +56,12 @@ void h_backend_hostport(char *host, size_t hostlen, int *port);
  * names (with the sha1-tls pass the TLS port, not the direct one). */
 void h_proxy_backend_hostport(char *host, size_t hostlen, int *port);
 
+/* A free loopback TCP port (bound, read, closed). */
+int h_free_port(void);
+/* GET /metrics from 127.0.0.1:port (the proxy's metrics_listen): the whole
+ * HTTP response, NUL-terminated (at most 1 MB); free() it. */
+char *h_get_metrics(int port);
+
 /* A name unique to this test process and call: "<prefix>_<pid>_<random>_<n>". */
 void h_unique(char *buf, size_t len, const char *prefix);
 

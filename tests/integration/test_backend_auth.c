@@ -430,42 +430,13 @@ Test(backend_auth, unsupported_mechanisms_refused_at_startup, .timeout = 60)
 
 /* ------------------------------------------------------------ no secret exposed */
 
-static int free_port(void)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-
-	cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-		  getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-	close(fd);
-	return ntohs(a.sin_port);
-}
-
-static char *http_get_metrics(int port)
-{
-	int fd = raw_connect_to("127.0.0.1", port);
-	const char req[] = "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n";
-	size_t cap = 1 << 20, n = 0;
-	char *buf = malloc(cap);
-	ssize_t r;
-
-	cr_assert(fd >= 0 && buf != NULL);
-	cr_assert(raw_send(fd, req, sizeof(req) - 1));
-	while (n + 1 < cap && (r = read(fd, buf + n, cap - n - 1)) > 0)
-		n += (size_t)r;
-	buf[n] = '\0';
-	close(fd);
-	return buf;
-}
-
 Test(backend_auth, secrets_absent_from_log_stats_metrics, .timeout = 120)
 {
 	struct h_ferret fa;
 	struct proxy *p;
 	char extra[1024], more[200], *log, *metrics, *json;
 	bson_t st;
-	int mport = free_port();
+	int mport = h_free_port();
 
 	fauth_start(&fa);
 	snprintf(more, sizeof(more), "log_level = debug\nmetrics_listen = 127.0.0.1:%d\n", mport);
@@ -477,7 +448,7 @@ Test(backend_auth, secrets_absent_from_log_stats_metrics, .timeout = 120)
 	cr_assert(strstr(json, PASSWORD) == NULL, "password in mongoplexStats");
 	bson_free(json);
 	bson_destroy(&st);
-	metrics = http_get_metrics(mport);
+	metrics = h_get_metrics(mport);
 	cr_assert(strstr(metrics, "mongoplex_backend_auth_ok") != NULL, "%.300s", metrics);
 	cr_assert(strstr(metrics, PASSWORD) == NULL, "password in /metrics");
 	free(metrics);

@@ -25,35 +25,6 @@
 
 #include "harness.h"
 
-static int free_port(void)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-
-	cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-		  getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-	close(fd);
-	return ntohs(a.sin_port);
-}
-
-static char *get_metrics(int port)
-{
-	int fd = raw_connect_to("127.0.0.1", port);
-	const char req[] = "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n";
-	size_t cap = 1 << 20, n = 0;
-	char *buf = malloc(cap);
-	ssize_t r;
-
-	cr_assert(fd >= 0 && buf != NULL);
-	cr_assert(raw_send(fd, req, sizeof(req) - 1));
-	while (n + 1 < cap && (r = read(fd, buf + n, cap - n - 1)) > 0)
-		n += (size_t)r;
-	buf[n] = '\0';
-	close(fd);
-	return buf;
-}
-
 /* The value of the sample line that starts with `prefix` (-1: none). */
 static long long sample(const char *text, const char *prefix)
 {
@@ -105,7 +76,7 @@ static void check_member(const char *m, const char *member, const bson_t *st)
 Test(metrics_members, labelled_member_fields, .timeout = 60)
 {
 	char extra[200], host[256], member[300], prefix[400], *m;
-	int mport = free_port(), bport;
+	int mport = h_free_port(), bport;
 	struct proxy *p;
 	mongoc_client_t *c;
 	bson_error_t err;
@@ -117,7 +88,7 @@ Test(metrics_members, labelled_member_fields, .timeout = 60)
 	snprintf(extra, sizeof(extra), "metrics_listen = 127.0.0.1:%d\n", mport);
 	p = proxy_start(extra);
 	proxy_stats(p, &st);
-	m = get_metrics(mport);
+	m = h_get_metrics(mport);
 	check_member(m, member, &st);
 	free(m);
 	bson_destroy(&st);
@@ -128,7 +99,7 @@ Test(metrics_members, labelled_member_fields, .timeout = 60)
 		  "find: %s", err.message);
 	bson_destroy(&reply);
 	mongoc_client_destroy(c);
-	m = get_metrics(mport);
+	m = h_get_metrics(mport);
 	snprintf(prefix, sizeof(prefix), "mongoplex_member_idle{member=\"%s\"} ", member);
 	idle = sample(m, prefix);
 	snprintf(prefix, sizeof(prefix), "mongoplex_member_in_use{member=\"%s\"} ", member);
