@@ -9,6 +9,8 @@
 #   $CACHE/pymongo4-venv                pymongo 4.20.1 (modern/requirements.txt, PyPI)
 #   $CACHE/mongoplex-modern-java.jar    Java sync driver 5.14.0 (java/pom.xml, Maven Central)
 #   $CACHE/bin/mongoplex-modern-go      Go driver v2.8.2 (go/go.mod + go.sum, Go module proxy)
+#   $CACHE/bin/mongoplex-modern-go1     Go driver v1.17.10 (go1/go.mod + go.sum; also the
+#                                       monitoring suite's heartbeats_go1 program)
 # CACHE is ${MONGOPLEX_CACHE:-<repo>/.cache}. Prints one line per component it
 # (re)installs; exits non-zero, naming every component that failed, if any did.
 #   tests/drivers/install.sh [--check]   --check: install nothing, report what is missing
@@ -94,20 +96,22 @@ install_java() {
   rm -f "$log"
 }
 
+# install_go NAME SRC BIN: go build SRC (a module with go.mod + go.sum) into BIN,
+# unless BIN's stamp matches the sources and the toolchain.
 install_go() {
-  local src="$DRIVERS/go" stamp go
-  if ! go="$(pick_go)"; then failed+=("go(no Go >= 1.22: neither /usr/lib/go-1.23/bin/go nor a new enough go on PATH)"); return 1; fi
+  local name="$1" src="$2" bin="$3" stamp go
+  if ! go="$(pick_go)"; then failed+=("$name(no Go >= 1.22: neither /usr/lib/go-1.23/bin/go nor a new enough go on PATH)"); return 1; fi
   stamp="$(sum_of "$src/go.mod" "$src/go.sum" "$src"/*.go) $("$go" env GOVERSION)"
-  [ -x "$MODERN_GO_BIN" ] && [ "$(cat "$MODERN_GO_BIN.stamp" 2>/dev/null)" = "$stamp" ] && return 0
-  [ "$check_only" = 1 ] && { failed+=("go(binary not built)"); return 1; }
+  [ -x "$bin" ] && [ "$(cat "$bin.stamp" 2>/dev/null)" = "$stamp" ] && return 0
+  [ "$check_only" = 1 ] && { failed+=("$name(binary not built)"); return 1; }
   local log; log="$(mktemp)"
-  mkdir -p "$(dirname "$MODERN_GO_BIN")"
-  if (cd "$src" && env "${MODERN_GOENV[@]}" "$go" build -trimpath -buildvcs=false -o "$MODERN_GO_BIN.tmp" .) >"$log" 2>&1; then
-    mv "$MODERN_GO_BIN.tmp" "$MODERN_GO_BIN"
-    echo "$stamp" > "$MODERN_GO_BIN.stamp"
-    say "go: built $MODERN_GO_BIN with $("$go" env GOVERSION)"
+  mkdir -p "$(dirname "$bin")"
+  if (cd "$src" && env "${MODERN_GOENV[@]}" "$go" build -trimpath -buildvcs=false -o "$bin.tmp" .) >"$log" 2>&1; then
+    mv "$bin.tmp" "$bin"
+    echo "$stamp" > "$bin.stamp"
+    say "$name: built $bin with $("$go" env GOVERSION)"
   else
-    cat "$log" >&2; failed+=("go(go build failed)")
+    cat "$log" >&2; failed+=("$name(go build failed)")
   fi
   rm -f "$log"
 }
@@ -131,7 +135,8 @@ npm_install "$DRIVERS" "node-smoke"
 npm_install "$MODERN" "node-modern" && install_zstd_addon
 install_pymongo
 install_java
-install_go
+install_go go "$DRIVERS/go" "$MODERN_GO_BIN"
+install_go go1 "$DRIVERS/go1" "$MODERN_GO1_BIN"
 
 if [ "${#failed[@]}" -gt 0 ]; then
   say "FAILED: ${failed[*]}" >&2

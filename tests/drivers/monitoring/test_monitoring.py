@@ -14,6 +14,8 @@ Subtests (tests/ops/opslib.py runner, one PASS/FAIL line each):
   heartbeats_go        the same with the Go driver v2.8.2 (event.ServerMonitor,
                        ServerHeartbeatSucceededEvent.Awaited; go/, built by test.sh
                        into $MONITOR_GO_BIN).
+  heartbeats_go1       the same with the Go driver v1.17.10 (the modern suite's
+                       go1 binary, $MONITOR_GO1_BIN, in its monitor mode).
   drain_pymongo        two proxies (advertise_mongos = on) in one seed list,
                        8 threads of find/insert; SIGTERM one; 0 failed
                        operations (the driver's own retries allowed), the
@@ -203,6 +205,14 @@ def t_heartbeats_go():
     if not os.access(exe, os.X_OK):
         raise Fail("no Go monitor binary %r: %s" % (exe, os.environ.get("MONITOR_GO_ERR", "set MONITOR_GO_BIN")))
     heartbeats_program("go", [exe], "mongoplex-monitor-go")
+
+
+def t_heartbeats_go1():
+    exe = os.environ.get("MONITOR_GO1_BIN", "")
+    if not os.access(exe, os.X_OK):
+        raise Fail("no Go driver v1 binary %r (MONITOR_GO1_BIN; tests/drivers/install.sh builds "
+                   "mongoplex-modern-go1)" % exe)
+    heartbeats_program("go1", [exe, "monitor"], "mongoplex-modern-go1 monitor")
 
 
 class Commands(monitoring.CommandListener):
@@ -419,6 +429,7 @@ def t_lb_node():
 
 SUBTESTS = [("heartbeats_pymongo", t_heartbeats_pymongo), ("heartbeats_node", t_heartbeats_node),
             ("heartbeats_java", t_heartbeats_java), ("heartbeats_go", t_heartbeats_go),
+            ("heartbeats_go1", t_heartbeats_go1),
             ("drain_pymongo", t_drain_pymongo),
             ("drain_pymongo_polling", lambda: t_drain_pymongo("poll")),
             ("drain_node", t_drain_node),
