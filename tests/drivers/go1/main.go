@@ -293,8 +293,10 @@ func run(ctx context.Context, client *mongo.Client, coll *mongo.Collection) []st
 		return m{"name": name}, err
 	})
 	do("list_indexes", func() (any, error) { return indexList(ctx, coll) })
-	do("drop_index", func() (any, error) { _, err := coll.Indexes().DropOne(ctx, "k_1_s_-1")
-		return nil, err })
+	do("drop_index", func() (any, error) {
+		_, err := coll.Indexes().DropOne(ctx, "k_1_s_-1")
+		return nil, err
+	})
 	do("list_indexes_after_drop", func() (any, error) { return indexList(ctx, coll) })
 	do("duplicate_key", func() (any, error) {
 		_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: int32(1)}, {Key: "k", Value: int32(1)}})
@@ -383,9 +385,9 @@ func main() {
 		}
 		mu.Unlock()
 	}}
-	client, err := mongo.Connect(context.Background(), options.Client().ApplyURI(uri).SetAppName("mongoplex-modern-" + label).
-		SetMonitor(mon).SetServerSelectionTimeout(5 * time.Second).SetConnectTimeout(5 * time.Second).
-		SetTimeout(20 * time.Second))
+	client, err := mongo.Connect(context.Background(), options.Client().ApplyURI(uri).SetAppName("mongoplex-modern-"+label).
+		SetMonitor(mon).SetServerSelectionTimeout(5*time.Second).SetConnectTimeout(5*time.Second).
+		SetTimeout(20*time.Second))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "modern-go1: connect:", err)
 		os.Exit(2)
