@@ -14,6 +14,9 @@ Subtests (tests/ops/opslib.py runner, one PASS/FAIL line each):
   heartbeats_go        the same with the Go driver v2.8.2 (event.ServerMonitor,
                        ServerHeartbeatSucceededEvent.Awaited; go/, built by test.sh
                        into $MONITOR_GO_BIN).
+  heartbeats_rust      the same with the Rust driver 3.9.1 (SdamEvent handler,
+                       ServerHeartbeatSucceededEvent.awaited; the monitor mode of
+                       the modern suite's binary, $MONITOR_RUST_BIN).
   drain_pymongo        two proxies (advertise_mongos = on) in one seed list,
                        8 threads of find/insert; SIGTERM one; 0 failed
                        operations (the driver's own retries allowed), the
@@ -203,6 +206,14 @@ def t_heartbeats_go():
     if not os.access(exe, os.X_OK):
         raise Fail("no Go monitor binary %r: %s" % (exe, os.environ.get("MONITOR_GO_ERR", "set MONITOR_GO_BIN")))
     heartbeats_program("go", [exe], "mongoplex-monitor-go")
+
+
+def t_heartbeats_rust():
+    exe = os.environ.get("MONITOR_RUST_BIN", "")
+    if not os.access(exe, os.X_OK):
+        raise Fail("no Rust driver binary %r: %s" % (exe, os.environ.get(
+            "MONITOR_RUST_ERR", "set MONITOR_RUST_BIN (tests/drivers/install.sh builds mongoplex-modern-rust)")))
+    heartbeats_program("rust", [exe, "monitor"], "mongoplex-modern-rust monitor")
 
 
 class Commands(monitoring.CommandListener):
@@ -419,6 +430,7 @@ def t_lb_node():
 
 SUBTESTS = [("heartbeats_pymongo", t_heartbeats_pymongo), ("heartbeats_node", t_heartbeats_node),
             ("heartbeats_java", t_heartbeats_java), ("heartbeats_go", t_heartbeats_go),
+            ("heartbeats_rust", t_heartbeats_rust),
             ("drain_pymongo", t_drain_pymongo),
             ("drain_pymongo_polling", lambda: t_drain_pymongo("poll")),
             ("drain_node", t_drain_node),
