@@ -77,7 +77,7 @@ command_for() {
       CMD=("$MODERN_GO_BIN"); RUNTIME="$(sed -n 's/.* \(go[0-9.]*\)$/\1/p' "$MODERN_GO_BIN.stamp" 2>/dev/null)" ;;
     rust)
       [ -x "$MODERN_RUST_BIN" ] || { echo "no $MODERN_RUST_BIN (run tests/drivers/install.sh; needs Debian's cargo-web, rustc >= 1.88)"; return 1; }
-      CMD=("$MODERN_RUST_BIN"); RUNTIME="$(sed -n 's/.* \(rustc [0-9.]*\).*/\1/p' "$MODERN_RUST_BIN.stamp" 2>/dev/null)" ;;
+      CMD=("$MODERN_RUST_BIN"); RUNTIME="$(sed -n 's/.* \(rustc [0-9.]*\).*/\1/p' "$MODERN_RUST_BIN.stamp" 2>/dev/null || echo "rustc ?")" ;;
   esac
 }
 
