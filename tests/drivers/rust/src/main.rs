@@ -98,9 +98,8 @@ async fn lookup_worker(coll: Collection<Document>, w: i32) -> Step {
     }
     let mut ins = Vec::new();
     for q in 0..5 {
-        let cur = coll.find(doc! {"_id": {"$in": ids(10, |j| (w * 13 + j * 7 + q) % 320)}}).await?;
+        let mut cur = coll.find(doc! {"_id": {"$in": ids(10, |j| (w * 13 + j * 7 + q) % 320)}}).await?;
         let mut docs = Vec::new();
-        let mut cur = cur;
         while cur.advance().await? {
             docs.push(cur.deserialize_current()?);
         }
