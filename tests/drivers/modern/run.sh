@@ -3,7 +3,7 @@
 # backend directly and through mongoplex, and must get identical results and
 # errors (see README.md). Drivers: pymongo (4.20.1), node6 (Node.js driver
 # 6.22.0), node7 (7.9.0), mongosh (2.12.0), java (sync 5.14.0), go (v2.8.2),
-# go1 (v1.17.10).
+# go1 (v1.17.10), rust (mongodb crate 3.9.1).
 #
 #   MONGOPLEX_DIRECT_URI=mongodb://127.0.0.1:PORT/ \
 #   MONGOPLEX_PROXY_URI=mongodb://127.0.0.1:PROXYPORT/ \
@@ -27,7 +27,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 # shellcheck source=env.sh
 . "$ROOT/tests/drivers/modern/env.sh"
 
-all=(pymongo node6 node7 mongosh java go go1)
+all=(pymongo node6 node7 mongosh java go go1 rust)
 selected=("$@")
 [ "${#selected[@]}" -gt 0 ] || selected=("${all[@]}")
 for d in "${selected[@]}"; do
@@ -78,13 +78,17 @@ command_for() {
     go1)
       [ -x "$MODERN_GO1_BIN" ] || { echo "no $MODERN_GO1_BIN (run tests/drivers/install.sh; needs Go >= 1.22)"; return 1; }
       CMD=("$MODERN_GO1_BIN"); RUNTIME="$(sed -n 's/.* \(go[0-9.]*\)$/\1/p' "$MODERN_GO1_BIN.stamp" 2>/dev/null)" ;;
+    rust)
+      [ -x "$MODERN_RUST_BIN" ] || { echo "no $MODERN_RUST_BIN (run tests/drivers/install.sh; needs Debian's cargo-web, rustc >= 1.88)"; return 1; }
+      CMD=("$MODERN_RUST_BIN"); RUNTIME="$(sed -n 's/.* \(rustc [0-9.]*\).*/\1/p' "$MODERN_RUST_BIN.stamp" 2>/dev/null || echo "rustc ?")" ;;
   esac
 }
 
 # lbcomp_compressors DRIVER: the compressors= list of its lbcomp run (the
 # driver uses the first one the proxy also offers). pymongo: zstd needs
 # backports.zstd, snappy python-snappy (requirements.txt); Node/mongosh:
-# @mongodb-js/zstd and snappy (package.json); Go v2 and v1: all three built in; Java:
+# @mongodb-js/zstd and snappy (package.json); Go v2 and v1, Rust: all three built
+# in (rust/Cargo.toml's compression features); Java:
 # zlib only (snappy and zstd need snappy-java / zstd-jni, not in the jar).
 lbcomp_compressors() {
   case "$1" in
@@ -135,7 +139,10 @@ for d in "${selected[@]}"; do
   if reason="$(command_for "$d")"; then
     command_for "$d"
     echo "=== $d ($RUNTIME)"
-    run_one "$d" direct "$MONGOPLEX_DIRECT_URI"
+    # MODERN_RUST_DIRECT_URI: test_auth.sh's backend without auth for rust's
+    # direct run (the Rust driver cannot log in to FerretDB 1.24 directly).
+    direct="$MONGOPLEX_DIRECT_URI"; [ "$d" != rust ] || direct="${MODERN_RUST_DIRECT_URI:-$direct}"
+    run_one "$d" direct "$direct"
     run_one "$d" proxy "$MONGOPLEX_PROXY_URI"
     [ "${MODERN_LB_COMPRESS:-0}" != 1 ] || run_lbcomp "$d"
   else

@@ -7,6 +7,8 @@
 # the URI (run.sh's lbcomp pass; MODERN_LB_COMPRESS=0 leaves it out).
 # Fails -- never skips -- when FerretDB cannot start or any driver cannot run.
 # MODERN_OUT=DIR keeps transcripts, driver logs and the proxy log.
+#   tests/drivers/modern/test.sh [DRIVER...]   a subset (run.sh's names; keep
+#                                              pymongo in it: the reference)
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
@@ -29,7 +31,7 @@ echo "drivers_modern: FerretDB at $uri"
 export MONGOPLEX_PROXY_LOG="${MODERN_OUT:+$MODERN_OUT/mongoplex.log}"
 [ -n "$MONGOPLEX_PROXY_LOG" ] && mkdir -p "$MODERN_OUT" || unset MONGOPLEX_PROXY_LOG
 export MODERN_LB_COMPRESS="${MODERN_LB_COMPRESS:-1}"
-"$ROOT/scripts/with-proxy.sh" "$uri" pool_size=4 -- "$ROOT/tests/drivers/modern/run.sh"
+"$ROOT/scripts/with-proxy.sh" "$uri" pool_size=4 -- "$ROOT/tests/drivers/modern/run.sh" "$@"
 rc=$?
 echo "drivers_modern: $(( $(date +%s) - t0 )) s in all"
 exit $rc

@@ -3,7 +3,8 @@
 # needs wire version 9+, which mongo-java-server lacks) and runs
 # test_monitoring.py with the pymongo 4 venv, the Node.js driver of
 # tests/drivers/node_modules, the Java driver (the modern jar), the Go driver
-# v2 (go/, built here) and the Go driver v1 (the modern suite's go1 binary).
+# v2 (go/, built here), the Go driver v1 (the modern suite's go1 binary) and
+# the Rust driver (the modern Rust binary's monitor mode).
 # Fails -- never skips -- when FerretDB, the venv or the Node.js driver is
 # missing. MONITOR_IDLE_S / MONITOR_HEARTBEAT_MS set the
 # idle window (default 10 s at heartbeatFrequencyMS 2000).
@@ -47,6 +48,10 @@ if [ -z "${MONITOR_GO_BIN:-}" ]; then
     MONITOR_GO_ERR="go build failed: $MONITOR_GO_ERR"
   fi
 fi
+# heartbeats_rust: the monitor mode of the modern suite's Rust binary (the
+# Rust driver 3.9.1; tests/drivers/install.sh builds it, minutes cold).
+export MONITOR_RUST_BIN="${MONITOR_RUST_BIN:-$MODERN_RUST_BIN}" MONITOR_RUST_ERR="not built: run tests/drivers/install.sh"
+pick_cargo >/dev/null || MONITOR_RUST_ERR="no cargo with rustc >= 1.88 (Debian's cargo-web/rustc-web) to build it"
 export MONGOPLEX_TEST_URI="$uri" PYTHONDONTWRITEBYTECODE=1
 # Not exec: the EXIT trap must stop FerretDB and remove $work (the Go binary).
 "$MODERN_PY" "$ROOT/tests/drivers/monitoring/test_monitoring.py" "$@"

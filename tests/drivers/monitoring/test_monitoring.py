@@ -16,6 +16,9 @@ Subtests (tests/ops/opslib.py runner, one PASS/FAIL line each):
                        into $MONITOR_GO_BIN).
   heartbeats_go1       the same with the Go driver v1.17.10 (the modern suite's
                        go1 binary, $MONITOR_GO1_BIN, in its monitor mode).
+  heartbeats_rust      the same with the Rust driver 3.9.1 (SdamEvent handler,
+                       ServerHeartbeatSucceededEvent.awaited; the monitor mode of
+                       the modern suite's binary, $MONITOR_RUST_BIN).
   drain_pymongo        two proxies (advertise_mongos = on) in one seed list,
                        8 threads of find/insert; SIGTERM one; 0 failed
                        operations (the driver's own retries allowed), the
@@ -213,6 +216,14 @@ def t_heartbeats_go1():
         raise Fail("no Go driver v1 binary %r (MONITOR_GO1_BIN; tests/drivers/install.sh builds "
                    "mongoplex-modern-go1)" % exe)
     heartbeats_program("go1", [exe, "monitor"], "mongoplex-modern-go1 monitor")
+
+
+def t_heartbeats_rust():
+    exe = os.environ.get("MONITOR_RUST_BIN", "")
+    if not os.access(exe, os.X_OK):
+        raise Fail("no Rust driver binary %r: %s" % (exe, os.environ.get(
+            "MONITOR_RUST_ERR", "set MONITOR_RUST_BIN (tests/drivers/install.sh builds mongoplex-modern-rust)")))
+    heartbeats_program("rust", [exe, "monitor"], "mongoplex-modern-rust monitor")
 
 
 class Commands(monitoring.CommandListener):
@@ -430,6 +441,7 @@ def t_lb_node():
 SUBTESTS = [("heartbeats_pymongo", t_heartbeats_pymongo), ("heartbeats_node", t_heartbeats_node),
             ("heartbeats_java", t_heartbeats_java), ("heartbeats_go", t_heartbeats_go),
             ("heartbeats_go1", t_heartbeats_go1),
+            ("heartbeats_rust", t_heartbeats_rust),
             ("drain_pymongo", t_drain_pymongo),
             ("drain_pymongo_polling", lambda: t_drain_pymongo("poll")),
             ("drain_node", t_drain_node),
