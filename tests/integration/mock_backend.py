@@ -39,8 +39,6 @@ import sys
 import threading
 import time
 
-from mockupdb import MockupDB
-
 import mocklib
 
 DELAYED = re.compile(r"^d(\d+)_")
@@ -123,10 +121,7 @@ def main():
         threading.Thread(target=later, daemon=True).start()
         return True
 
-    server = MockupDB(request_timeout=60)
-    server.autoresponds(handle)
-    port = server.run()
-    mocklib.serve_until_stdin_eof("port %d" % port)
+    mocklib.serve_port(handle)
 
 
 if __name__ == "__main__":

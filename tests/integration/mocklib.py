@@ -12,6 +12,8 @@ script from this folder, so the folder is on sys.path):
   serve_until_stdin_eof   print the ready line, then serve until stdin
                           reaches EOF (the test that started us went away)
                           or SIGTERM/SIGINT
+  serve_port(handle)      one mockupdb server on a free port answering with
+                          handle, "port N" as the ready line
 """
 
 import base64
@@ -23,6 +25,7 @@ import sys
 import threading
 
 from bson.binary import Binary
+from mockupdb import MockupDB
 
 ITER = 4096
 
@@ -105,3 +108,9 @@ def serve_until_stdin_eof(ready_line):
     except Exception:  # noqa: BLE001
         pass
     os._exit(0)
+
+
+def serve_port(handle):
+    server = MockupDB(request_timeout=60)
+    server.autoresponds(handle)
+    serve_until_stdin_eof("port %d" % server.run())

@@ -22,8 +22,6 @@ The server-side SCRAM is mocklib.Scram256 (test scaffolding).
 
 import sys
 
-from mockupdb import MockupDB
-
 import mocklib
 
 
@@ -75,10 +73,7 @@ def main():
                                     "authenticatedUserRoles": []})
         return req.ok()
 
-    server = MockupDB(request_timeout=60)
-    server.autoresponds(handle)
-    port = server.run()
-    mocklib.serve_until_stdin_eof("port %d" % port)
+    mocklib.serve_port(handle)
 
 
 if __name__ == "__main__":
