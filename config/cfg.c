@@ -1,21 +1,21 @@
 /*
  * cfg.c — table-driven configuration: defaults, INI loading (libinih),
- * validation, reload rules and generated documentation.
+ * reload rules and generated documentation. The cross-field validation is
+ * in cfg_check.c.
  */
 #include "config/cfg.h"
 
 #include <errno.h>
 #include <ini.h>
 #include <inttypes.h>
-#include <mongoc/mongoc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "config/cfg_check.h"
 #include "config/secret.h"
+#include "core/wire.h"
 #include "core/xalloc.h"
-#include "core/compress.h"
-#include "core/tls.h"
 
 #define OFF(field) offsetof(struct cfg, field)
 #define MB	   (1024LL * 1024LL)
@@ -394,8 +394,6 @@ static int on_ini_line(void *user, const char *section, const char *name, const 
 	return 1;
 }
 
-static bool validate(const struct cfg *c, const char *blame[2], char *err, size_t errlen);
-
 /* The line to point at for a failed cross-field check: the later of the
  * lines that set the settings involved (0 if all are defaults). */
 static int blame_line(const struct load_ctx *ctx, const char *const blame[2])
@@ -442,7 +440,7 @@ bool cfg_load(const char *path, struct cfg *c, char *err, size_t errlen)
 			 ctx.long_line, ctx.max_line - 2);
 		return false;
 	}
-	if (!validate(c, blame, msg, sizeof(msg))) {
+	if (!cfg_check(c, blame, msg, sizeof(msg))) {
 		line = blame_line(&ctx, blame);
 		if (line > 0)
 			snprintf(err, errlen, "%s:%d: %s", path, line, msg);
@@ -451,141 +449,6 @@ bool cfg_load(const char *path, struct cfg *c, char *err, size_t errlen)
 		return false;
 	}
 	return true;
-}
-
-static bool validate_hostport(const char *name, const char *v, char *err, size_t errlen)
-{
-	const char *colon = strrchr(v, ':');
-	char *end;
-	long port;
-
-	if (v[0] == '\0')
-		return true;
-	if (colon == NULL || colon == v) {
-		snprintf(err, errlen, "%s: \"%s\" is not host:port", name, v);
-		return false;
-	}
-	port = strtol(colon + 1, &end, 10);
-	if (*end != '\0' || port < 0 || port > 65535) {
-		snprintf(err, errlen, "%s: bad port in \"%s\"", name, v);
-		return false;
-	}
-	return true;
-}
-
-static bool validate_client_tls(const struct cfg *c, const char *blame[2], char *err, size_t errlen)
-{
-	static const char *const modes[] = {"disabled", "allowTLS", "preferTLS", "requireTLS"};
-	bool known = false;
-	int v;
-
-	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
-		known = known || strcmp(c->client_tls_mode, modes[i]) == 0;
-	blame[0] = "client_tls_mode";
-	if (!known) {
-		snprintf(err, errlen,
-			 "client_tls_mode: \"%s\" is not disabled, allowTLS, preferTLS or "
-			 "requireTLS",
-			 c->client_tls_mode);
-		return false;
-	}
-	blame[0] = "client_tls_min_version";
-	if (!tls_parse_version(c->client_tls_min_version, &v)) {
-		snprintf(err, errlen,
-			 "client_tls_min_version: \"%s\" is not TLS1.0, TLS1.1, TLS1.2 or TLS1.3",
-			 c->client_tls_min_version);
-		return false;
-	}
-	if (strcmp(c->client_tls_mode, "disabled") == 0)
-		return true;
-	blame[0] = "client_tls_mode";
-	blame[1] = "client_tls_cert_file";
-	if (c->client_tls_cert_file[0] == '\0') {
-		snprintf(err, errlen, "client_tls_mode %s needs client_tls_cert_file",
-			 c->client_tls_mode);
-		return false;
-	}
-	blame[0] = "client_tls_verify_peer";
-	blame[1] = "client_tls_ca_file";
-	if (c->client_tls_verify_peer && c->client_tls_ca_file[0] == '\0') {
-		snprintf(err, errlen, "client_tls_verify_peer needs client_tls_ca_file");
-		return false;
-	}
-	blame[0] = blame[1] = NULL;
-	return true;
-}
-
-static bool validate_auth(const struct cfg *c, const char *blame[2], char *err, size_t errlen)
-{
-	blame[0] = "auth_mode";
-	if (strcmp(c->auth_mode, "none") != 0 && strcmp(c->auth_mode, "scram") != 0) {
-		snprintf(err, errlen, "auth_mode: \"%s\" is not none or scram", c->auth_mode);
-		return false;
-	}
-	if (strcmp(c->auth_mode, "scram") == 0 && c->auth_users_file[0] == '\0' && !c->auth_query) {
-		snprintf(err, errlen, "auth_mode = scram needs auth_users_file or auth_query = on");
-		blame[1] = "auth_users_file";
-		return false;
-	}
-	if (strcmp(c->auth_pool_mode, "per_user") != 0 &&
-	    strcmp(c->auth_pool_mode, "shared") != 0) {
-		snprintf(err, errlen, "auth_pool_mode: \"%s\" is not per_user or shared",
-			 c->auth_pool_mode);
-		blame[0] = "auth_pool_mode";
-		return false;
-	}
-	return true;
-}
-
-/* Cross-field checks; `blame` names the settings a failure is about. */
-static bool validate(const struct cfg *c, const char *blame[2], char *err, size_t errlen)
-{
-	bson_error_t berr;
-	mongoc_uri_t *uri;
-	struct compress_list cl;
-	char cerr[128];
-
-	if (c->min_pool_size > c->pool_size) {
-		snprintf(err, errlen, "min_pool_size (%" PRId64 ") exceeds pool_size (%" PRId64 ")",
-			 c->min_pool_size, c->pool_size);
-		blame[0] = "min_pool_size";
-		blame[1] = "pool_size";
-		return false;
-	}
-	if (c->listen_addr[0] == '\0' && c->unix_socket[0] == '\0') {
-		snprintf(err, errlen,
-			 "neither listen_addr nor unix_socket is set: nothing to listen on");
-		blame[0] = "listen_addr";
-		blame[1] = "unix_socket";
-		return false;
-	}
-	if (!validate_client_tls(c, blame, err, errlen))
-		return false;
-	if (!validate_auth(c, blame, err, errlen))
-		return false;
-	blame[0] = "metrics_listen";
-	if (!validate_hostport("metrics_listen", c->metrics_listen, err, errlen))
-		return false;
-	blame[0] = "compressors";
-	if (!compress_list_parse(c->compressors, &cl, cerr, sizeof(cerr))) {
-		snprintf(err, errlen, "compressors: %s", cerr);
-		return false;
-	}
-	blame[0] = "backend_uri";
-	uri = mongoc_uri_new_with_error(c->backend_uri, &berr);
-	if (uri == NULL) {
-		snprintf(err, errlen, "backend_uri: %s", berr.message);
-		return false;
-	}
-	mongoc_uri_destroy(uri);
-	return true;
-}
-
-bool cfg_validate(const struct cfg *c, char *err, size_t errlen)
-{
-	const char *blame[2] = {NULL, NULL};
-
-	return validate(c, blame, err, errlen);
 }
 
 void cfg_keep_static(const struct cfg *old, struct cfg *next)

@@ -142,7 +142,7 @@ struct request {
 	bool sent;		     /* bytes handed to a backend: may have executed */
 	bool legacy_reply;	     /* answer with OP_REPLY (legacy OP_QUERY handshake) */
 	int8_t reply_compressor;     /* request came OP_COMPRESSED with this id; -1: it did not */
-	uint64_t round;		     /* fair-queuing round (pool.c) */
+	uint64_t round;		     /* fair-queuing round (pool_dispatch.c) */
 	uint64_t enqueued_usec;
 	uint64_t started_usec;
 	struct pool *pool;

@@ -1,14 +1,8 @@
 /*
- * pool.c — backend connection pools, the fair wait queue and the choice of
- * the target server.
- *
- * Fair queuing: a request gets round max(pool->round, R)+1, R the highest
- * round of its client's requests still waiting in this pool, and is
- * inserted after every request of a lower or equal round. Each client
- * therefore has at most one request per round and a client that pipelines
- * or floods only delays itself: service is round-robin across clients.
- * (A request dispatched from the queue raised pool->round to its own round,
- * so only the waiting ones can be ahead of it.)
+ * pool.c — the table of backend connection pools, the choice of the target
+ * server, and what a connect's outcome does to a pool's waiters (answered
+ * hellos, fail fast, requeue on another seed host or member). The fair
+ * queue and dispatch are in pool_dispatch.c.
  */
 #include "pool/pool.h"
 
@@ -24,11 +18,9 @@
 #include "pool/auth.h"
 #include "pool/backend_compress.h"
 #include "pool/backend_tls.h"
-#include "pool/pin.h"
 #include "pool/pool_int.h"
 #include "pool/pool_users.h"
 #include "pool/select.h"
-#include "pool/sticky.h"
 #include "core/topover.h"
 #include "core/globals.h"
 #include "core/stats.h"
@@ -183,166 +175,6 @@ void pool_shutdown_all(void)
 		close_all(&pools[i], NULL);
 }
 
-static bool may_connect(const struct pool *p)
-{
-	return pool_live(p) < g.cfg.pool_size && g.now_usec >= p->next_connect_usec;
-}
-
-/* Open connections for waiting requests that no connecting server covers. */
-static void connect_for_waiters(struct pool *p)
-{
-	pool_connect_for_waiters(p);
-}
-
-void pool_connect_for_waiters(struct pool *p)
-{
-	int want = p->waiting.n;
-
-	if (p->addrlen == 0)
-		return; /* the unresolved mongodb+srv:// placeholder */
-	if (want == 0 && p->hello_waiters.n > 0 && pool_live(p) == 0)
-		want = 1;
-	if ((p->last_code == 18 || p->tls_failed) && want > 1)
-		want = 1; /* credentials or TLS failed: one probe per backoff step */
-	while (want > p->n_connecting && may_connect(p) && pool_cap_room(p, true)) {
-		if (!server_connect(p))
-			return;
-		pool_cap_note_peak();
-	}
-}
-
-/* The highest round among req's owner's requests waiting in p's queue. */
-static uint64_t owner_round(const struct pool *p, const struct request *req)
-{
-	const struct request *r;
-	uint64_t max = 0;
-
-	if (req->owner == NULL || req->owner->n_state[REQ_QUEUED] == 0)
-		return 0;
-	TAILQ_FOREACH(r, &req->owner->requests, client_link)
-		if (r->queue == &p->waiting && r->round > max)
-			max = r->round;
-	return max;
-}
-
-static void enqueue(struct pool *p, struct request *req)
-{
-	uint64_t r = p->round, mine = owner_round(p, req);
-	struct request *after;
-
-	if (mine > r)
-		r = mine;
-	req->round = r + 1;
-	after = TAILQ_LAST(&p->waiting.list, request_list);
-	while (after != NULL && after->round > req->round)
-		after = TAILQ_PREV(after, request_list, queue_link);
-	request_set_state_after(req, REQ_QUEUED, &p->waiting, after);
-	req->pool = p;
-	req->enqueued_usec = g.now_usec;
-}
-
-void pool_unqueue(struct request *req)
-{
-	if (!request_waiting(req))
-		return;
-	if (req->select_waiting) {
-		select_unqueue(req);
-		return;
-	}
-	if (req->wait_server != NULL) {
-		sticky_unqueue(req);
-		return;
-	}
-	if (pin_unqueue(req))
-		return;
-	request_set_state(req, REQ_NEW, NULL);
-}
-
-static void dispatch(struct server *s, struct request *req)
-{
-	struct pool *p = s->pool;
-
-	if (request_waiting(req)) {
-		pool_unqueue(req);
-		hist_observe(&hist_queue_wait_ms,
-			     (double)(g.now_usec - req->enqueued_usec) / 1000.0);
-		if (req->round > p->round)
-			p->round = req->round;
-	}
-	p->requests_dispatched++;
-	if (req->ops->start != NULL)
-		req->ops->start(req); /* the client's memory charge ends; a batch is sealed */
-	server_start(s, req);
-	pin_started(s, req);
-	sticky_started(s, req);
-}
-
-void pool_dispatch(struct server *s, struct request *req)
-{
-	dispatch(s, req);
-}
-
-/*
- * May `req` go to a backend now? Not while its client cannot take more
- * replies (its owner's may_dispatch), nor ahead of its client's moreToCome write
- * that still waits (sticky.h). Such requests keep their place in the queue
- * and are skipped; pool_owner_kick runs them when their client drains.
- */
-static bool may_dispatch(const struct request *req)
-{
-	return req->owner == NULL ||
-	       (request_owner_may_dispatch(req->owner) && !sticky_behind_unacked(req) &&
-		pin_may_dispatch(req, req->pool));
-}
-
-static struct request *first_dispatchable(struct pool *p)
-{
-	struct request *req;
-
-	TAILQ_FOREACH(req, &p->waiting.list, queue_link)
-		if (may_dispatch(req))
-			return req;
-	return NULL;
-}
-
-void pool_owner_kick(struct request_owner *o)
-{
-	struct request *req;
-	struct server *s;
-
-	pin_owner_kick(o);
-	for (;;) {
-		if (o->n_state[REQ_QUEUED] == 0)
-			return;
-		TAILQ_FOREACH(req, &o->requests, client_link)
-			if (req->state == REQ_QUEUED && req->wait_server == NULL &&
-			    !req->select_waiting && req->pin == NULL)
-				break;
-		if (req == NULL || !may_dispatch(req) ||
-		    (s = TAILQ_FIRST(&req->pool->idle)) == NULL)
-			return;
-		dispatch(s, req);
-	}
-}
-
-static void refuse_overload(struct request *req, const char *msg)
-{
-	req->ops->error(req, MP_ERR(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED), msg,
-			MP_ERR_LABELS(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED));
-}
-
-void pool_refuse_timeout(struct request *req)
-{
-	char msg[200];
-
-	STAT_INC(refused_queue_timeout);
-	snprintf(msg, sizeof(msg),
-		 "mongoplex: request waited more than queue_timeout_ms = %" PRId64
-		 " ms for a backend connection; retry later",
-		 g.cfg.queue_timeout_ms);
-	refuse_overload(req, msg);
-}
-
 /* The backend of `p` cannot be reached: `req` fails with HostUnreachable. */
 static void fail_unreachable_code(struct pool *p, struct request *req, int code,
 				  const char *codename, const char *why)
@@ -358,65 +190,12 @@ static void fail_unreachable_code(struct pool *p, struct request *req, int code,
 	req->ops->network_error(req, code, codename, msg);
 }
 
-static void fail_unreachable(struct pool *p, struct request *req, const char *why)
+void pool_fail_unreachable(struct pool *p, struct request *req, const char *why)
 {
 	if (p->last_code == mp_errors[MP_ERR_AUTHENTICATION_FAILED].code)
 		fail_unreachable_code(p, req, p->last_code, p->last_codename, why);
 	else
 		fail_unreachable_code(p, req, MP_ERR(HOST_UNREACHABLE), why);
-}
-
-static void refuse_queue_full(struct request *req)
-{
-	char msg[200];
-
-	STAT_INC(refused_queue_full);
-	snprintf(msg, sizeof(msg),
-		 "mongoplex: too many requests waiting for a backend connection "
-		 "(max_queue = %" PRId64 "); retry later",
-		 g.cfg.max_queue);
-	refuse_overload(req, msg);
-}
-
-void pool_submit(struct request *req)
-{
-	struct pool *p = topology_active() ? select_pool(req) : pool_target();
-	struct server *s;
-	struct server *sticky = sticky_target(req);
-
-	if (req->pin_note != NULL && (req->pin != NULL || p != NULL) && pin_submit(req, p))
-		return;	 /* load-balanced: runs on (or waits for) a pinned connection */
-	if (p == NULL) { /* replica set: no member for it yet */
-		if (request_count(REQ_QUEUED) >= g.cfg.max_queue)
-			refuse_queue_full(req);
-		else
-			select_wait(req);
-		return;
-	}
-	if (p->member.type == TOPO_SECONDARY && topology_active())
-		STAT_INC(rs_secondary_routed);
-	if (req->user != NULL) /* per_user: the user's own pool under that member */
-		p = pool_users_pool(p, req->user);
-	s = TAILQ_FIRST(&p->idle);
-	req->pool = p;
-	if (sticky == NULL && s != NULL && may_dispatch(req)) {
-		dispatch(s, req);
-		return;
-	}
-	if (request_count(REQ_QUEUED) >= g.cfg.max_queue) {
-		refuse_queue_full(req);
-		return;
-	}
-	if (sticky != NULL) {
-		sticky_enqueue(sticky, req);
-		return;
-	}
-	if (pool_live(p) == 0 && g.now_usec < p->next_connect_usec) {
-		fail_unreachable(p, req, p->last_error);
-		return;
-	}
-	enqueue(p, req);
-	connect_for_waiters(p);
 }
 
 void pool_wait_hello(struct request *req,
@@ -431,11 +210,11 @@ void pool_wait_hello(struct request *req,
 		return;
 	}
 	if (pool_live(p) == 0 && g.now_usec < p->next_connect_usec) {
-		fail_unreachable(p, req, p->last_error);
+		pool_fail_unreachable(p, req, p->last_error);
 		return;
 	}
 	request_set_state(req, REQ_HELLO_WAIT, &p->hello_waiters);
-	connect_for_waiters(p);
+	pool_connect_for_waiters(p);
 }
 
 /* Fail everything waiting on `p` (its backend cannot be reached). */
@@ -602,131 +381,12 @@ void pool_server_ready(struct server *s, const struct backend_info *bi)
 	pool_server_idle(s);
 }
 
-void pool_server_idle(struct server *s)
-{
-	struct pool *p = s->pool;
-	struct request *req = first_dispatchable(p);
-
-	if (s->state == SV_JUSTFREE)
-		return;
-	/* Surplus after a shrink: retire it now, even with requests waiting
-	 * (the remaining connections serve them). */
-	if (pool_live(p) > g.cfg.pool_size) {
-		server_close(s, MP_ERR(HOST_UNREACHABLE), "pool shrank (pool_size = %" PRId64 ")",
-			     g.cfg.pool_size);
-		return;
-	}
-	if (pool_cap_retire(s))
-		return; /* max_backend_conn: a pool with no connection gets this slot */
-	if (req != NULL) {
-		dispatch(s, req);
-		return;
-	}
-	server_set_state(s, SV_IDLE);
-	s->idle_since_usec = g.now_usec;
-}
-
 void pool_server_gone(struct pool *p)
 {
 	if (pool_cap_evicting())
 		return; /* closed to make room for another pool */
-	connect_for_waiters(p);
+	pool_connect_for_waiters(p);
 	pool_cap_kick();
-}
-
-static void expire_waiting(struct pool *p, uint64_t now)
-{
-	uint64_t limit = (uint64_t)g.cfg.queue_timeout_ms * 1000;
-	struct request *req, *tmp;
-
-	sticky_expire(p, now);
-	if (limit == 0)
-		return;
-	TAILQ_FOREACH_SAFE(req, &p->waiting.list, queue_link, tmp) {
-		/* Skipped because its own client does not read its replies: the
-		 * client is the cause, so its wait counts from when it drains. */
-		if (!request_owner_may_dispatch(req->owner))
-			req->enqueued_usec = now;
-		if (now - req->enqueued_usec <= limit)
-			continue;
-		pool_unqueue(req);
-		if (pin_blocked(req))
-			pin_refuse_timeout(req); /* load-balanced: no pin came free */
-		else
-			pool_refuse_timeout(req);
-	}
-}
-
-static void expire_servers(struct pool *p, uint64_t now)
-{
-	uint64_t connect_limit = (uint64_t)g.cfg.connect_timeout_ms * 1000;
-	uint64_t query_limit = (uint64_t)g.cfg.query_timeout_ms * 1000;
-	uint64_t idle_limit = (uint64_t)g.cfg.server_idle_timeout_ms * 1000;
-	struct server *s, *tmp;
-
-	TAILQ_FOREACH_SAFE(s, &p->connecting, link, tmp)
-		if (now - s->created_usec > connect_limit)
-			server_close(s, MP_ERR(NETWORK_TIMEOUT),
-				     "connect/handshake timed out after %" PRId64 " ms",
-				     g.cfg.connect_timeout_ms);
-	if (query_limit)
-		TAILQ_FOREACH_SAFE(s, &p->active, link, tmp)
-			if ((s->pin == NULL || s->req != NULL) &&
-			    now - s->exchange_started_usec > query_limit) {
-				STAT_INC(query_timeouts);
-				server_close(
-				    s, MP_ERR(NETWORK_TIMEOUT),
-				    "backend did not answer within query_timeout_ms = %" PRId64
-				    " ms",
-				    g.cfg.query_timeout_ms);
-			}
-	TAILQ_FOREACH_SAFE(s, &p->idle, link, tmp) {
-		bool too_many = pool_live(p) > g.cfg.pool_size;
-		/* A user's pool keeps no minimum: it empties and is freed. */
-		int64_t keep = p->parent != NULL ? 0 : g.cfg.min_pool_size;
-		bool idle_too_long =
-		    idle_limit && now - s->idle_since_usec > idle_limit && pool_live(p) > keep;
-
-		if (too_many)
-			server_close(s, MP_ERR(HOST_UNREACHABLE),
-				     "pool shrank (pool_size = %" PRId64 ")", g.cfg.pool_size);
-		else if (idle_too_long)
-			server_close(s, MP_ERR(HOST_UNREACHABLE),
-				     "idle for more than server_idle_timeout_ms");
-	}
-}
-
-/* The janitor's work on a per-user pool (no min_pool_size there). */
-static void janitor_user_pool(struct pool *p, void *arg)
-{
-	uint64_t now = *(const uint64_t *)arg;
-
-	expire_servers(p, now);
-	expire_waiting(p, now);
-	if (!g.shutting_down)
-		connect_for_waiters(p);
-}
-
-void pool_janitor(uint64_t now)
-{
-	pool_users_foreach(janitor_user_pool, &now);
-	pool_users_sweep();
-	select_janitor(now);
-	for (int i = 0; i < npools; i++) {
-		struct pool *p = &pools[i];
-
-		expire_servers(p, now);
-		expire_waiting(p, now);
-		if (g.shutting_down || (topology_active() && !p->rs_present))
-			continue;
-		while (p->usable && pool_live(p) < g.cfg.min_pool_size && may_connect(p) &&
-		       pool_cap_room(p, false)) {
-			if (!server_connect(p))
-				break;
-			pool_cap_note_peak();
-		}
-		connect_for_waiters(p);
-	}
 }
 
 bool pool_full(void)

@@ -1,6 +1,7 @@
 /*
  * pool_int.h — the pool table's internals shared by pool/pool.c (the table,
- * queues and target) and pool/pool_members.c (replica-set member sync).
+ * target and connect outcomes), pool/pool_dispatch.c (fair queue, dispatch,
+ * expiry) and pool/pool_members.c (replica-set member sync).
  * Private to pool/pool*.c.
  */
 #pragma once
@@ -28,3 +29,7 @@ void pool_rs_requeue(struct pool *p, int code, const char *codename, const char 
 
 /* Open connections for p's waiting requests (within pool_size and the cap). */
 void pool_connect_for_waiters(struct pool *p);
+
+/* The backend of p cannot be reached: req fails with p's last login error
+ * (code 18) or HostUnreachable, `why` in the message. */
+void pool_fail_unreachable(struct pool *p, struct request *req, const char *why);

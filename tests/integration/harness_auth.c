@@ -3,8 +3,12 @@
  * the direct URI's credentials (h_direct_uri) when it has any (SCRAM through the
  * proxy's own pool/scram.c, synchronously), so the tests that compare the
  * proxy with direct access also run against a backend with authentication
- * on (issue 11: the suite passes unchanged against FerretDB with auth).
+ * on (issue 11: the suite passes unchanged against FerretDB with auth);
+ * and, for the client_auth and per_user suites, h_raw_scram_login (a client's
+ * hand-driven SCRAM login on a raw socket to the proxy) and h_status_user.
  */
+#include "harness_auth.h"
+
 #include "harness.h"
 
 #include <criterion/criterion.h>
@@ -112,4 +116,83 @@ int raw_connect_backend(void)
 		raw_login(fd, uri);
 	mongoc_uri_destroy(uri);
 	return fd;
+}
+
+/* A client's SCRAM login on a raw socket to the proxy (harness_auth.h). */
+int h_raw_scram_login(int fd, enum scram_mech m, const char *user, const char *pw, const char *db,
+		      bool skip_empty)
+{
+	struct scram sc;
+	char prepared[256], msg[SCRAM_MSG_MAX], err[256];
+	bson_t cmd, reply, opts;
+	bson_iter_t it;
+	bson_subtype_t st;
+	const uint8_t *data;
+	uint32_t len;
+	int32_t conv;
+	static int32_t rid = 1000;
+
+	cr_assert(
+	    scram_prepare_password(m, user, pw, prepared, sizeof(prepared), err, sizeof(err)));
+	cr_assert(scram_start(&sc, m, user, prepared, NULL, msg, sizeof(msg), err, sizeof(err)));
+	bson_init(&cmd);
+	BSON_APPEND_INT32(&cmd, "saslStart", 1);
+	BSON_APPEND_UTF8(&cmd, "mechanism", scram_mech_name(m));
+	bson_append_binary(&cmd, "payload", -1, BSON_SUBTYPE_BINARY, (const uint8_t *)msg,
+			   (uint32_t)strlen(msg));
+	BSON_APPEND_DOCUMENT_BEGIN(&cmd, "options", &opts);
+	BSON_APPEND_BOOL(&opts, "skipEmptyExchange", skip_empty);
+	bson_append_document_end(&cmd, &opts);
+	BSON_APPEND_UTF8(&cmd, "$db", db);
+	for (int step = 0;; step++) {
+		cr_assert(raw_command(fd, rid++, &cmd, &reply, 10000), "step %d: no reply", step);
+		bson_destroy(&cmd);
+		if (!h_get_bool(&reply, "ok")) {
+			int code = (int)h_get_int(&reply, "code", -1);
+
+			bson_destroy(&reply);
+			scram_clear(&sc);
+			return code;
+		}
+		if (h_get_bool(&reply, "done")) {
+			cr_assert_eq(step, skip_empty ? 1 : 2, "done after %d steps", step + 1);
+			bson_destroy(&reply);
+			scram_clear(&sc);
+			return 0;
+		}
+		cr_assert(bson_iter_init_find(&it, &reply, "payload") &&
+			  BSON_ITER_HOLDS_BINARY(&it));
+		bson_iter_binary(&it, &st, &len, &data);
+		if (step == 0)
+			cr_assert(scram_client_final(&sc, (const char *)data, len, msg, sizeof(msg),
+						     err, sizeof(err)),
+				  "%s", err);
+		else
+			cr_assert(
+			    scram_verify_final(&sc, (const char *)data, len, err, sizeof(err)),
+			    "the proxy's signature: %s", err);
+		conv = (int32_t)h_get_int(&reply, "conversationId", -1);
+		bson_destroy(&reply);
+		bson_init(&cmd);
+		BSON_APPEND_INT32(&cmd, "saslContinue", 1);
+		BSON_APPEND_INT32(&cmd, "conversationId", conv);
+		bson_append_binary(&cmd, "payload", -1, BSON_SUBTYPE_BINARY, (const uint8_t *)msg,
+				   step == 0 ? (uint32_t)strlen(msg) : 0);
+		BSON_APPEND_UTF8(&cmd, "$db", db);
+	}
+}
+
+/* connectionStatus as c sees it (harness_auth.h). */
+void h_status_user(mongoc_client_t *c, char *out, size_t outlen)
+{
+	bson_t reply;
+	bson_error_t err;
+	const char *u, *d;
+
+	cr_assert(h_cmd_json(c, "admin", "{\"connectionStatus\": 1}", &reply, &err), "%s",
+		  err.message);
+	u = h_get_str(&reply, "authInfo.authenticatedUsers.0.user");
+	d = h_get_str(&reply, "authInfo.authenticatedUsers.0.db");
+	snprintf(out, outlen, "%s%s%s", d ? d : "", u ? "." : "", u ? u : "");
+	bson_destroy(&reply);
 }

@@ -34,14 +34,12 @@ Behaviour:
   anything else        {ok: 1}
 """
 
-import os
 import re
-import signal
 import sys
 import threading
 import time
 
-from mockupdb import MockupDB
+import mocklib
 
 DELAYED = re.compile(r"^d(\d+)_")
 HELD = re.compile(r"^h_([A-Za-z0-9]+)_")
@@ -91,10 +89,7 @@ def main():
         if name == "mockRelease":
             return req.ok(released=release(str(req.doc.get("mockRelease"))))
         if name.lower() in ("ismaster", "hello"):
-            return req.ok(ismaster=True, isWritablePrimary=True, minWireVersion=0,
-                          maxWireVersion=wire, maxBsonObjectSize=16 * 1024 * 1024,
-                          maxMessageSizeBytes=48000000, maxWriteBatchSize=100000,
-                          logicalSessionTimeoutMinutes=30)
+            return req.ok(mocklib.standalone_hello(wire))
         asked = req.doc.get("usersInfo") if name == "usersInfo" else None
         if isinstance(asked, dict) and str(asked.get("user", "")).startswith("held"):
             return True  # never answered: the proxy's own bound must end the wait
@@ -126,18 +121,7 @@ def main():
         threading.Thread(target=later, daemon=True).start()
         return True
 
-    server = MockupDB(request_timeout=60)
-    server.autoresponds(handle)
-    port = server.run()
-    signal.signal(signal.SIGTERM, lambda *a: os._exit(0))
-    signal.signal(signal.SIGINT, lambda *a: os._exit(0))
-    sys.stdout.write("port %d\n" % port)
-    sys.stdout.flush()
-    try:
-        sys.stdin.read()
-    except Exception:  # noqa: BLE001
-        pass
-    os._exit(0)
+    mocklib.serve_port(handle)
 
 
 if __name__ == "__main__":

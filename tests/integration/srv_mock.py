@@ -19,43 +19,31 @@ Prints "ready" once listening; serves until stdin reaches EOF.
     srvMockStats    {authDbs: [every saslStart $db], logins: [per member]}
     others          {ok: 1, member: K}
 Authentication state is per backend connection (mockupdb client port). The
-server-side SCRAM is test scaffolding (hashlib/hmac), as in scram_server.py.
+server-side SCRAM is mocklib.Scram256 (test scaffolding), as in scram_server.py.
 """
 
-import base64
 import datetime
-import hashlib
-import hmac
-import os
-import signal
 import sys
 import threading
 
-from bson.binary import Binary
 import mockupdb
 from mockupdb import MockupDB
+
+import mocklib
 
 # libmongoc's monitors set exhaustAllowed (bit 16), unknown to this mockupdb.
 mockupdb._ALL_OP_MSG_FLAGS |= 1 << 16
 
-ITER = 4096
 lock = threading.Lock()
 auth_dbs = []
 logins = [0, 0, 0]
 
 
-def h(key, msg):
-    return hmac.new(key, msg.encode(), hashlib.sha256).digest()
-
-
 def main():
     domain, base = sys.argv[1], int(sys.argv[2])
     user, password, authdb = sys.argv[3], sys.argv[4], sys.argv[5]
-    salt = os.urandom(16)
-    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, ITER)
-    convs = {}
+    scram = mocklib.Scram256(password)
     authed = set()
-    next_id = [1]
     hosts = ["m%d.%s:%d" % (k, domain, base + k) for k in range(3)]
     mongos = "--mongos" in sys.argv[6:]
 
@@ -78,40 +66,20 @@ def main():
     def start(doc, port):
         with lock:
             auth_dbs.append(doc.get("$db"))
-        cf = bytes(doc["payload"]).decode()
-        bare = cf[3:]
-        attrs = dict(a.split("=", 1) for a in bare.split(","))
-        if doc.get("$db") != authdb or attrs.get("n") != user:
-            return {"ok": 0, "code": 18, "codeName": "AuthenticationFailed",
-                    "errmsg": "Authentication failed (user %s on %s)" %
-                    (attrs.get("n"), doc.get("$db"))}
-        nonce = attrs["r"] + base64.b64encode(os.urandom(18)).decode()
-        sf = "r=%s,s=%s,i=%d" % (nonce, base64.b64encode(salt).decode(), ITER)
-        with lock:
-            cid = next_id[0]
-            next_id[0] += 1
-            convs[cid] = (bare, sf, nonce)
-        return {"ok": 1, "conversationId": cid, "done": False, "payload": Binary(sf.encode())}
+        n = mocklib.scram_user(doc)
+        if doc.get("$db") != authdb or n != user:
+            return mocklib.auth_failed("Authentication failed (user %s on %s)" %
+                                       (n, doc.get("$db")))
+        return dict({"ok": 1}, **scram.start(doc))
 
     def cont(doc, port, k):
-        conv = convs.get(doc.get("conversationId"))
-        if conv is None:
-            return {"ok": 0, "code": 17, "errmsg": "No SASL session state found"}
-        bare, sf, nonce = conv
-        without_proof, proof = bytes(doc["payload"]).decode().rsplit(",p=", 1)
-        auth_msg = "%s,%s,%s" % (bare, sf, without_proof)
-        client_key = h(salted, "Client Key")
-        sig = h(hashlib.sha256(client_key).digest(), auth_msg)
-        want = bytes(a ^ b for a, b in zip(client_key, sig))
-        if without_proof != "c=biws,r=" + nonce or base64.b64decode(proof) != want:
-            return {"ok": 0, "code": 18, "codeName": "AuthenticationFailed",
-                    "errmsg": "Authentication failed."}
+        r, proof_ok = scram.finish(doc)
+        if not proof_ok:
+            return r
         with lock:
             authed.add((k, port))
             logins[k] += 1
-        server_sig = h(h(salted, "Server Key"), auth_msg)
-        return {"ok": 1, "conversationId": doc["conversationId"], "done": True,
-                "payload": Binary(b"v=" + base64.b64encode(server_sig))}
+        return dict({"ok": 1}, **r)
 
     def handler(k):
         def handle(req):
@@ -142,15 +110,7 @@ def main():
         s.autoresponds(handler(k))
         s.run()
         servers.append(s)
-    signal.signal(signal.SIGTERM, lambda *a: os._exit(0))
-    signal.signal(signal.SIGINT, lambda *a: os._exit(0))
-    sys.stdout.write("ready\n")
-    sys.stdout.flush()
-    try:
-        sys.stdin.read()
-    except Exception:  # noqa: BLE001
-        pass
-    os._exit(0)
+    mocklib.serve_until_stdin_eof("ready")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "harness_auth.h"
 #include "pool/scram.h"
 
 #define BE_USER	 "mpadmin"
@@ -110,21 +111,6 @@ static mongoc_client_t *login_client(struct env *e, const char *user, const char
 	return h_client_uri(uri, "cauth");
 }
 
-/* The client's own user, as connectionStatus reports it ("" if none). */
-static void status_user(mongoc_client_t *c, char *out, size_t outlen)
-{
-	bson_t reply;
-	bson_error_t err;
-	const char *u, *d;
-
-	cr_assert(h_cmd_json(c, "admin", "{\"connectionStatus\": 1}", &reply, &err), "%s",
-		  err.message);
-	u = h_get_str(&reply, "authInfo.authenticatedUsers.0.user");
-	d = h_get_str(&reply, "authInfo.authenticatedUsers.0.db");
-	snprintf(out, outlen, "%s%s%s", d ? d : "", u ? "." : "", u ? u : "");
-	bson_destroy(&reply);
-}
-
 static void crud(mongoc_client_t *c, const char *coll)
 {
 	bson_t reply;
@@ -167,14 +153,14 @@ Test(client_auth, libmongoc_logs_in_with_sha256_and_sha1, .timeout = 120)
 
 		snprintf(coll, sizeof(coll), "lm%zu", i);
 		crud(c, coll);
-		status_user(c, who, sizeof(who));
+		h_status_user(c, who, sizeof(who));
 		cr_assert_str_eq(who, "admin.alice", "%s", mechs[i] ? mechs[i] : "negotiated");
 		mongoc_client_destroy(c);
 	}
 	{
 		mongoc_client_t *c = login_client(&e, "bob", "bob-Pw2", "app", "SCRAM-SHA-256");
 
-		status_user(c, who, sizeof(who));
+		h_status_user(c, who, sizeof(who));
 		cr_assert_str_eq(who, "app.bob");
 		mongoc_client_destroy(c);
 	}
@@ -183,72 +169,6 @@ Test(client_auth, libmongoc_logs_in_with_sha256_and_sha1, .timeout = 120)
 		      "libmongoc's logins should ride in the hello");
 	cr_assert_eq(counter(&e, "client_auth_failures"), 0);
 	env_stop(&e);
-}
-
-/* A hand-driven conversation on a raw socket: saslStart, saslContinue and,
- * without skipEmptyExchange, the empty last step. Returns the code of the
- * refusal (0: logged in); the server's signature is checked. */
-static int raw_login(int fd, enum scram_mech m, const char *user, const char *pw, const char *db,
-		     bool skip_empty)
-{
-	struct scram sc;
-	char prepared[256], msg[SCRAM_MSG_MAX], err[256];
-	bson_t cmd, reply, opts;
-	bson_iter_t it;
-	bson_subtype_t st;
-	const uint8_t *data;
-	uint32_t len;
-	int32_t conv;
-	static int32_t rid = 1000;
-
-	cr_assert(
-	    scram_prepare_password(m, user, pw, prepared, sizeof(prepared), err, sizeof(err)));
-	cr_assert(scram_start(&sc, m, user, prepared, NULL, msg, sizeof(msg), err, sizeof(err)));
-	bson_init(&cmd);
-	BSON_APPEND_INT32(&cmd, "saslStart", 1);
-	BSON_APPEND_UTF8(&cmd, "mechanism", scram_mech_name(m));
-	bson_append_binary(&cmd, "payload", -1, BSON_SUBTYPE_BINARY, (const uint8_t *)msg,
-			   (uint32_t)strlen(msg));
-	BSON_APPEND_DOCUMENT_BEGIN(&cmd, "options", &opts);
-	BSON_APPEND_BOOL(&opts, "skipEmptyExchange", skip_empty);
-	bson_append_document_end(&cmd, &opts);
-	BSON_APPEND_UTF8(&cmd, "$db", db);
-	for (int step = 0;; step++) {
-		cr_assert(raw_command(fd, rid++, &cmd, &reply, 10000), "step %d: no reply", step);
-		bson_destroy(&cmd);
-		if (!h_get_bool(&reply, "ok")) {
-			int code = (int)h_get_int(&reply, "code", -1);
-
-			bson_destroy(&reply);
-			scram_clear(&sc);
-			return code;
-		}
-		if (h_get_bool(&reply, "done")) {
-			cr_assert_eq(step, skip_empty ? 1 : 2, "done after %d steps", step + 1);
-			bson_destroy(&reply);
-			scram_clear(&sc);
-			return 0;
-		}
-		cr_assert(bson_iter_init_find(&it, &reply, "payload") &&
-			  BSON_ITER_HOLDS_BINARY(&it));
-		bson_iter_binary(&it, &st, &len, &data);
-		if (step == 0)
-			cr_assert(scram_client_final(&sc, (const char *)data, len, msg, sizeof(msg),
-						     err, sizeof(err)),
-				  "%s", err);
-		else
-			cr_assert(
-			    scram_verify_final(&sc, (const char *)data, len, err, sizeof(err)),
-			    "the proxy's signature: %s", err);
-		conv = (int32_t)h_get_int(&reply, "conversationId", -1);
-		bson_destroy(&reply);
-		bson_init(&cmd);
-		BSON_APPEND_INT32(&cmd, "saslContinue", 1);
-		BSON_APPEND_INT32(&cmd, "conversationId", conv);
-		bson_append_binary(&cmd, "payload", -1, BSON_SUBTYPE_BINARY, (const uint8_t *)msg,
-				   step == 0 ? (uint32_t)strlen(msg) : 0);
-		BSON_APPEND_UTF8(&cmd, "$db", db);
-	}
 }
 
 /* A command on a raw socket: its code (0 when ok). */
@@ -283,14 +203,14 @@ Test(client_auth, raw_conversations_gate_and_logout, .timeout = 120)
 	cr_assert_eq(raw_code(fd, "{\"insert\": \"c\", \"documents\": [{}]}", "cauth"), 13);
 	cr_assert_eq(raw_code(fd, "{\"listDatabases\": 1}", "admin"), 13);
 	/* Not speculative, both mechanisms, with and without the empty step. */
-	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "alice", "alice-Pw1", "admin", false), 0);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "alice", "alice-Pw1", "admin", false), 0);
 	cr_assert_eq(raw_code(fd, "{\"find\": \"c\"}", "cauth"), 0);
 	cr_assert_eq(raw_code(fd, "{\"logout\": 1}", "admin"), 0);
 	cr_assert_eq(raw_code(fd, "{\"find\": \"c\"}", "cauth"), 13, "find after logout");
-	cr_assert_eq(raw_login(fd, SCRAM_SHA_1, "bob", "bob-Pw2", "app", true), 0);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_1, "bob", "bob-Pw2", "app", true), 0);
 	cr_assert_eq(raw_code(fd, "{\"find\": \"c\"}", "cauth"), 0);
 	/* bob exists in app, not in admin. */
-	cr_assert_eq(raw_login(fd, SCRAM_SHA_1, "bob", "bob-Pw2", "admin", true), 18);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_1, "bob", "bob-Pw2", "admin", true), 18);
 	cr_assert_eq(
 	    raw_code(fd, "{\"authenticate\": 1, \"mechanism\": \"MONGODB-X509\"}", "$external"),
 	    18);
@@ -342,11 +262,12 @@ Test(client_auth, failures_are_refused_logged_counted_and_close, .timeout = 120)
 	/* Three in a row on one connection close it. */
 	fd = raw_connect(e.p);
 	for (int i = 0; i < 2; i++)
-		cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "alice", "nope", "admin", true), 18);
-	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "alice", "alice-Pw1", "admin", true), 0);
+		cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "alice", "nope", "admin", true),
+			     18);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "alice", "alice-Pw1", "admin", true), 0);
 	for (int i = 0; i < 3; i++)
-		cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "alice", "nope", "admin", true), 18,
-			     "failure %d", i + 1);
+		cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "alice", "nope", "admin", true),
+			     18, "failure %d", i + 1);
 	cr_assert(raw_wait_closed(fd, 5000), "the connection stays open after 3 failures");
 	snprintf(line, sizeof(line), "closing after 3 failed logins in a row");
 	cr_assert(log_wait(e.p, line, 5000));
@@ -388,11 +309,11 @@ Test(client_auth, users_file_reloads_on_sighup, .timeout = 120)
 
 	env_start(&e, NULL);
 	fd = raw_connect(e.p);
-	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "carol", "carol-Pw3", "admin", true), 18);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "carol", "carol-Pw3", "admin", true), 18);
 	add_user(&e, "admin.carol", "carol-Pw3");
 	cr_assert(kill(e.p->pid, SIGHUP) == 0);
 	cr_assert(log_wait(e.p, "reload: 3 users from", 5000), "no reload of the users file");
-	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "carol", "carol-Pw3", "admin", true), 0);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "carol", "carol-Pw3", "admin", true), 0);
 	/* Only alice left: bob is gone after the next reload. */
 	f = fopen(e.users, "r");
 	{
@@ -408,12 +329,12 @@ Test(client_auth, users_file_reloads_on_sighup, .timeout = 120)
 	}
 	cr_assert(kill(e.p->pid, SIGHUP) == 0);
 	cr_assert(log_wait(e.p, "reload: 1 users from", 5000));
-	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "bob", "bob-Pw2", "app", true), 18);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "bob", "bob-Pw2", "app", true), 18);
 	/* A group-writable file is refused and the old users stay. */
 	chmod(e.users, 0660);
 	cr_assert(kill(e.p->pid, SIGHUP) == 0);
 	cr_assert(log_wait(e.p, "writable by group or others", 5000));
-	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "alice", "alice-Pw1", "admin", true), 0);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "alice", "alice-Pw1", "admin", true), 0);
 	close(fd);
 	env_stop(&e);
 }
@@ -490,14 +411,15 @@ Test(client_auth, brute_force_leaves_others_unaffected, .timeout = 240)
 
 	env_start(&e, "auth_max_failures = 0\nlog_level = error\n");
 	other = raw_connect(e.p);
-	cr_assert_eq(raw_login(other, SCRAM_SHA_256, "alice", "alice-Pw1", "admin", true), 0);
+	cr_assert_eq(h_raw_scram_login(other, SCRAM_SHA_256, "alice", "alice-Pw1", "admin", true),
+		     0);
 	for (int i = 0; i < N_GOOD; i++)
 		lat_idle[i] = ping_ms(other);
 	fd = raw_connect(e.p);
 	t0 = now_ms();
 	for (int i = 0; i < N_BAD; i++) {
-		cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "alice", "guess", "admin", true), 18,
-			     "guess %d", i);
+		cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "alice", "guess", "admin", true),
+			     18, "guess %d", i);
 		lat_bad[i] = ping_ms(other);
 	}
 	bad_s = (now_ms() - t0) / 1e3;
@@ -505,7 +427,8 @@ Test(client_auth, brute_force_leaves_others_unaffected, .timeout = 240)
 		     "the other client lost its login");
 	t0 = now_ms();
 	for (int i = 0; i < N_GOOD; i++) {
-		cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "alice", "alice-Pw1", "admin", true), 0);
+		cr_assert_eq(
+		    h_raw_scram_login(fd, SCRAM_SHA_256, "alice", "alice-Pw1", "admin", true), 0);
 		lat_good[i] = ping_ms(other);
 	}
 	good_s = (now_ms() - t0) / 1e3;
@@ -599,7 +522,7 @@ Test(client_auth, auth_query_logs_in_users_of_the_backend, .timeout = 120)
 
 		snprintf(coll, sizeof(coll), "aq%zu", i);
 		crud(c, coll);
-		status_user(c, who, sizeof(who));
+		h_status_user(c, who, sizeof(who));
 		cr_assert_str_eq(who, "app.carol", "%s", mechs[i] ? mechs[i] : "negotiated");
 		mongoc_client_destroy(c);
 	}
@@ -607,11 +530,11 @@ Test(client_auth, auth_query_logs_in_users_of_the_backend, .timeout = 120)
 	cr_assert_geq(counter(&e, "auth_query_cache_hits"), 2);
 	/* The users file still comes first (no lookup for alice). */
 	fd = raw_connect(e.p);
-	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "alice", "alice-Pw1", "admin", true), 0);
-	cr_assert_eq(raw_login(fd, SCRAM_SHA_1, "carol", "carol-Pw3", "app", false), 0);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "alice", "alice-Pw1", "admin", true), 0);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_1, "carol", "carol-Pw3", "app", false), 0);
 	cr_assert_eq(counter(&e, "auth_query_lookups"), 1);
 	/* Unknown on the backend: 18, logged. */
-	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "nobody", "x-Pw", "app", true), 18);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "nobody", "x-Pw", "app", true), 18);
 	cr_assert(log_wait(e.p, "login failed for user \"app.nobody\": unknown user", 5000));
 	close(fd);
 	/* Two clients' saslStarts of one new user: one lookup between them. */
@@ -653,22 +576,22 @@ Test(client_auth, auth_query_refreshes_changed_and_dropped_users, .timeout = 120
 	env_start(&e, "auth_query = on\nauth_cache_ttl_ms = 600000\nauth_max_failures = 0\n");
 	be_cmd(&e, "app", "{\"createUser\": \"carol\", \"pwd\": \"old-Pw1\", \"roles\": []}");
 	fd = raw_connect(e.p);
-	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "carol", "old-Pw1", "app", true), 0);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "carol", "old-Pw1", "app", true), 0);
 	be_cmd(&e, "app", "{\"updateUser\": \"carol\", \"pwd\": \"new-Pw2\"}");
 	/* The cached secret is the old one: the new password fails once, and
 	 * its error waits for the refreshed secret, which wins from then on. */
-	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "carol", "new-Pw2", "app", true), 18);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "carol", "new-Pw2", "app", true), 18);
 	cr_assert(
 	    log_wait(e.p, "cached secret refreshed from the backend: the user's secret", 5000));
-	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "carol", "old-Pw1", "app", true), 18,
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "carol", "old-Pw1", "app", true), 18,
 		     "the old password after the refresh");
-	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "carol", "new-Pw2", "app", true), 0);
-	cr_assert_eq(raw_login(fd, SCRAM_SHA_1, "carol", "new-Pw2", "app", true), 0);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "carol", "new-Pw2", "app", true), 0);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_1, "carol", "new-Pw2", "app", true), 0);
 	/* Dropped: a failed login refreshes, then the user is unknown. */
 	be_cmd(&e, "app", "{\"dropUser\": \"carol\"}");
-	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "carol", "wrong-Pw", "app", true), 18);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "carol", "wrong-Pw", "app", true), 18);
 	cr_assert(log_wait(e.p, "refreshed from the backend: the user is no longer there", 5000));
-	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "carol", "new-Pw2", "app", true), 18,
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "carol", "new-Pw2", "app", true), 18,
 		     "a dropped user logged in");
 	cr_assert(log_wait(e.p, "login failed for user \"app.carol\": unknown user", 5000));
 	cr_assert_eq(counter(&e, "auth_query_errors"), 0);
@@ -712,7 +635,7 @@ Test(client_auth, auth_query_identity_without_rights, .timeout = 60)
 	    port);
 	p = proxy_start(extra);
 	fd = raw_connect(p);
-	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "carol", "carol-Pw3", "app", true), 18);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "carol", "carol-Pw3", "app", true), 18);
 	cr_assert(log_wait(p,
 			   "auth_query: usersInfo for \"app.carol\" as the proxy's backend_uri "
 			   "identity failed: the backend refused usersInfo (code 13)",
@@ -722,7 +645,8 @@ Test(client_auth, auth_query_identity_without_rights, .timeout = 60)
 	cr_assert(log_contains(p, "login failed for user \"app.carol\": auth_query lookup failed"));
 	cr_assert_eq(raw_code(fd, "{\"ping\": 1}", "admin"), 0, "the connection stays usable");
 	/* A lookup the backend never answers ends at queue_timeout_ms (1 s here). */
-	cr_assert_eq(raw_login(fd, SCRAM_SHA_256, "heldcarol", "carol-Pw3", "app", true), 18);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "heldcarol", "carol-Pw3", "app", true),
+		     18);
 	cr_assert(log_contains(p, "auth_query: usersInfo for \"app.heldcarol\": no answer within "
 				  "queue_timeout_ms = 1000"),
 		  "%s", proxy_log_tail(p, 2000));

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "harness_auth.h"
 #include "pool/scram.h"
 
 #define BE_USER "pradmin"
@@ -132,21 +133,6 @@ static int64_t counter(struct env *e, const char *name)
 	return v;
 }
 
-/* connectionStatus as c sees it: "db.user" of the first authenticated user. */
-static void status_user(mongoc_client_t *c, char *out, size_t outlen)
-{
-	bson_t reply;
-	bson_error_t err;
-	const char *u, *d;
-
-	cr_assert(h_cmd_json(c, "admin", "{\"connectionStatus\": 1}", &reply, &err), "%s",
-		  err.message);
-	u = h_get_str(&reply, "authInfo.authenticatedUsers.0.user");
-	d = h_get_str(&reply, "authInfo.authenticatedUsers.0.db");
-	snprintf(out, outlen, "%s%s%s", d ? d : "", u ? "." : "", u ? u : "");
-	bson_destroy(&reply);
-}
-
 /* Insert {_id: id, who: who} into peruser.<coll>; false + err on failure. */
 static bool insert_doc(mongoc_client_t *c, const char *coll, int id, const char *who,
 		       bson_error_t *err)
@@ -193,9 +179,9 @@ Test(per_user, connection_status_is_the_backends_view, .timeout = 120)
 	per_call = local1 - local0;
 	logins0 = counter(&e, "user_backend_logins");
 	cr_assert_geq(logins0, 0, "no user_backend_logins counter: per-user pools missing");
-	status_user(a, who, sizeof(who));
+	h_status_user(a, who, sizeof(who));
 	cr_assert_str_eq(who, "admin.pua");
-	status_user(b, who, sizeof(who));
+	h_status_user(b, who, sizeof(who));
 	cr_assert_str_eq(who, "admin.pub");
 	/* Forwarded, not answered by the proxy: the two connectionStatus did not
 	 * add to requests_local (two stats reads did: 2 * per_call). */
@@ -271,7 +257,7 @@ Test(per_user, users_file_secret_must_carry_the_backends_salt, .timeout = 120)
 
 	copied = login_client(&e, "pucopy", "pucopy-Pw4", "SCRAM-SHA-256");
 	cr_assert(insert_doc(copied, "files", 1, "pucopy", &err), "copied line: %s", err.message);
-	status_user(copied, out, sizeof(out));
+	h_status_user(copied, out, sizeof(out));
 	cr_assert_str_eq(out, "admin.pucopy");
 
 	own = login_client(&e, "puown", "puown-Pw3", "SCRAM-SHA-256");
@@ -398,8 +384,6 @@ Test(per_user, two_users_lookups_never_merged, .timeout = 180)
 
 /* ------------------------------------------------------------ 500 clients */
 
-static int raw_login(int fd, const char *user, const char *pw);
-
 /* One round: a find on each of the n logged-in connections, all sent before
  * any reply is read, so the proxy holds them all at once; failures counted. */
 static int find_round(const int *fds, int n, int round, char *first_err, size_t errlen)
@@ -454,8 +438,9 @@ Test(per_user, five_hundred_clients_of_five_users_under_max_backend_conn, .timeo
 		     "max_client_conn = 1000\nqueue_timeout_ms = 60000\nbatching = off\n");
 	for (int i = 0; i < 500; i++) {
 		fds[i] = raw_connect(e.p);
-		cr_assert_eq(raw_login(fds[i], five_users[i % 5], five_pws[i % 5]), 0,
-			     "login %d (%s)", i, five_users[i % 5]);
+		cr_assert_eq(h_raw_scram_login(fds[i], SCRAM_SHA_256, five_users[i % 5],
+					       five_pws[i % 5], "admin", true),
+			     0, "login %d (%s)", i, five_users[i % 5]);
 	}
 	for (int round = 0; round < 3; round++)
 		fails += find_round(fds, 500, round, first_err, sizeof(first_err));
@@ -525,7 +510,7 @@ Test(per_user, shared_mode_as_before, .timeout = 120)
 	c = login_client(&e, "pushared", "pushared-Pw6", NULL);
 	cr_assert(insert_doc(c, "sharedmode", 1, "pushared", &err), "%s", err.message);
 	local0 = counter(&e, "requests_local");
-	status_user(c, who, sizeof(who));
+	h_status_user(c, who, sizeof(who));
 	cr_assert_str_eq(who, "admin.pushared", "shared mode: the proxy answers with the client");
 	cr_assert_geq(counter(&e, "requests_local") - local0, 1, "not answered locally");
 	cr_assert_eq(counter(&e, "user_pools_created"), 0);
@@ -604,68 +589,6 @@ Test(per_user, figures_per_user_vs_shared, .timeout = 900)
 
 /* ------------------------------------------------------------ cursors */
 
-/* A SCRAM login with mechanism m on a raw connection (saslStart and
- * saslContinue, not speculative, skipEmptyExchange); its code. */
-static int raw_login_mech(int fd, enum scram_mech m, const char *user, const char *pw)
-{
-	struct scram sc;
-	char prepared[256], msg[SCRAM_MSG_MAX], err[256];
-	bson_t cmd, reply, opts;
-	bson_iter_t it;
-	bson_subtype_t st;
-	const uint8_t *data;
-	uint32_t len;
-	int code = 0;
-	static int32_t rid = 5000;
-
-	cr_assert(
-	    scram_prepare_password(m, user, pw, prepared, sizeof(prepared), err, sizeof(err)));
-	cr_assert(scram_start(&sc, m, user, prepared, NULL, msg, sizeof(msg), err, sizeof(err)));
-	bson_init(&cmd);
-	BSON_APPEND_INT32(&cmd, "saslStart", 1);
-	BSON_APPEND_UTF8(&cmd, "mechanism", scram_mech_name(m));
-	bson_append_binary(&cmd, "payload", -1, BSON_SUBTYPE_BINARY, (const uint8_t *)msg,
-			   (uint32_t)strlen(msg));
-	BSON_APPEND_DOCUMENT_BEGIN(&cmd, "options", &opts);
-	BSON_APPEND_BOOL(&opts, "skipEmptyExchange", true);
-	bson_append_document_end(&cmd, &opts);
-	BSON_APPEND_UTF8(&cmd, "$db", "admin");
-	cr_assert(raw_command(fd, rid++, &cmd, &reply, 10000), "saslStart: no reply");
-	bson_destroy(&cmd);
-	if (!h_get_bool(&reply, "ok")) {
-		code = (int)h_get_int(&reply, "code", -1);
-		goto out;
-	}
-	cr_assert(bson_iter_init_find(&it, &reply, "payload") && BSON_ITER_HOLDS_BINARY(&it));
-	bson_iter_binary(&it, &st, &len, &data);
-	cr_assert(
-	    scram_client_final(&sc, (const char *)data, len, msg, sizeof(msg), err, sizeof(err)),
-	    "%s", err);
-	bson_init(&cmd);
-	BSON_APPEND_INT32(&cmd, "saslContinue", 1);
-	BSON_APPEND_INT32(&cmd, "conversationId", (int32_t)h_get_int(&reply, "conversationId", 0));
-	bson_append_binary(&cmd, "payload", -1, BSON_SUBTYPE_BINARY, (const uint8_t *)msg,
-			   (uint32_t)strlen(msg));
-	BSON_APPEND_UTF8(&cmd, "$db", "admin");
-	bson_destroy(&reply);
-	cr_assert(raw_command(fd, rid++, &cmd, &reply, 10000), "saslContinue: no reply");
-	bson_destroy(&cmd);
-	if (!h_get_bool(&reply, "ok"))
-		code = (int)h_get_int(&reply, "code", -1);
-	else
-		cr_assert(h_get_bool(&reply, "done"), "login not done after the proof");
-out:
-	bson_destroy(&reply);
-	scram_clear(&sc);
-	return code;
-}
-
-/* SCRAM-SHA-256 login on a raw connection; its code. */
-static int raw_login(int fd, const char *user, const char *pw)
-{
-	return raw_login_mech(fd, SCRAM_SHA_256, user, pw);
-}
-
 /* A command on a raw connection: its reply in *reply (caller destroys). */
 static void raw_json(int fd, const char *json, bson_t *reply)
 {
@@ -694,14 +617,14 @@ Test(per_user, cursor_of_one_user_unknown_to_the_next, .timeout = 120)
 		cr_assert(insert_doc(e.admin, "cur", i, "pca", &err), "%s", err.message);
 	proxy_up(&e, NULL);
 	fd = raw_connect(e.p);
-	cr_assert_eq(raw_login(fd, "pca", "pca-Pw7"), 0);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "pca", "pca-Pw7", "admin", true), 0);
 	raw_json(fd, "{\"find\": \"cur\", \"batchSize\": 1}", &reply);
 	id = h_get_int(&reply, "cursor.id", 0);
 	bson_destroy(&reply);
 	cr_assert_neq(id, 0, "no cursor left open");
 	raw_json(fd, "{\"logout\": 1}", &reply);
 	bson_destroy(&reply);
-	cr_assert_eq(raw_login(fd, "pcb", "pcb-Pw8"), 0);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "pcb", "pcb-Pw8", "admin", true), 0);
 	snprintf(json, sizeof(json),
 		 "{\"getMore\": {\"$numberLong\": \"%" PRId64 "\"}, "
 		 "\"collection\": \"cur\"}",
@@ -759,7 +682,7 @@ Test(per_user, libmongoc_and_raw_logins_with_sha256_and_sha1, .timeout = 150)
 
 		cr_assert(insert_doc(c, "mechs", i, "pum", &err), "%s: %s", name, err.message);
 		cr_assert_eq(count_docs(c, "mechs"), i + 1, "%s", name);
-		status_user(c, who, sizeof(who));
+		h_status_user(c, who, sizeof(who));
 		cr_assert_str_eq(who, "admin.pum", "%s", name);
 		mongoc_client_destroy(c);
 		/* The first login waits for the auth_query lookup: the driver's
@@ -774,7 +697,8 @@ Test(per_user, libmongoc_and_raw_logins_with_sha256_and_sha1, .timeout = 150)
 		int fd = raw_connect(e.p);
 		const char *u;
 
-		cr_assert_eq(raw_login_mech(fd, raw_mechs[i], "pum", "pum-Pw9"), 0, "raw %s", name);
+		cr_assert_eq(h_raw_scram_login(fd, raw_mechs[i], "pum", "pum-Pw9", "admin", true),
+			     0, "raw %s", name);
 		snprintf(json, sizeof(json),
 			 "{\"insert\": \"mechs\", \"documents\": [{\"_id\": %d}]}", 10 + i);
 		raw_json(fd, json, &reply);
