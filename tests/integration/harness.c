@@ -648,6 +648,28 @@ void proxy_stats(struct proxy *p, bson_t *out)
 	mongoc_client_destroy(c);
 }
 
+int64_t h_counter(const bson_t *stats, const char *name)
+{
+	char path[128];
+	int64_t v;
+
+	snprintf(path, sizeof(path), "counters.%s", name);
+	v = h_get_int(stats, path, INT64_MIN);
+	cr_assert_neq(v, INT64_MIN, "mongoplexStats has no %s", path);
+	return v;
+}
+
+int64_t proxy_counter(struct proxy *p, const char *name)
+{
+	bson_t st;
+	int64_t v;
+
+	proxy_stats(p, &st);
+	v = h_counter(&st, name);
+	bson_destroy(&st);
+	return v;
+}
+
 static bool iter_path(const bson_t *doc, const char *path, bson_iter_t *out)
 {
 	bson_iter_t it;

@@ -126,6 +126,10 @@ bool h_cmd_json(mongoc_client_t *c, const char *db, const char *json, bson_t *re
 void h_stats(mongoc_client_t *c, bson_t *out);
 /* mongoplexStats through a fresh short-lived client. */
 void proxy_stats(struct proxy *p, bson_t *out);
+/* counters.<name> of a mongoplexStats reply (asserts it is there). */
+int64_t h_counter(const bson_t *stats, const char *name);
+/* counters.<name> of the proxy's mongoplexStats now (proxy_stats + h_counter). */
+int64_t proxy_counter(struct proxy *p, const char *name);
 
 /* Number at a dotted path ("counters.clients_accepted", "pools.0.idle");
  * `dflt` when missing or not a number. */

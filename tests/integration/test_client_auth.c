@@ -127,19 +127,6 @@ static void crud(mongoc_client_t *c, const char *coll)
 	bson_destroy(&reply);
 }
 
-static int64_t counter(struct env *e, const char *name)
-{
-	bson_t st;
-	char path[128];
-	int64_t v;
-
-	proxy_stats(e->p, &st);
-	snprintf(path, sizeof(path), "counters.%s", name);
-	v = h_get_int(&st, path, -1);
-	bson_destroy(&st);
-	return v;
-}
-
 Test(client_auth, libmongoc_logs_in_with_sha256_and_sha1, .timeout = 120)
 {
 	struct env e;
@@ -164,10 +151,10 @@ Test(client_auth, libmongoc_logs_in_with_sha256_and_sha1, .timeout = 120)
 		cr_assert_str_eq(who, "app.bob");
 		mongoc_client_destroy(c);
 	}
-	cr_assert_geq(counter(&e, "client_auth_ok"), 4);
-	cr_assert_geq(counter(&e, "client_auth_speculative"), 4,
+	cr_assert_geq(proxy_counter(e.p, "client_auth_ok"), 4);
+	cr_assert_geq(proxy_counter(e.p, "client_auth_speculative"), 4,
 		      "libmongoc's logins should ride in the hello");
-	cr_assert_eq(counter(&e, "client_auth_failures"), 0);
+	cr_assert_eq(proxy_counter(e.p, "client_auth_failures"), 0);
 	env_stop(&e);
 }
 
@@ -258,7 +245,7 @@ Test(client_auth, failures_are_refused_logged_counted_and_close, .timeout = 120)
 	cr_assert(log_wait(e.p, "login failed for user \"admin.nobody\": unknown user", 5000));
 	cr_assert(log_contains(e.p, "127.0.0.1:"), "the peer address is logged");
 	cr_assert(!log_contains(e.p, "wrong-Pw"), "a password reached the log");
-	cr_assert_geq(counter(&e, "client_auth_failures"), 2);
+	cr_assert_geq(proxy_counter(e.p, "client_auth_failures"), 2);
 	/* Three in a row on one connection close it. */
 	fd = raw_connect(e.p);
 	for (int i = 0; i < 2; i++)
@@ -271,7 +258,7 @@ Test(client_auth, failures_are_refused_logged_counted_and_close, .timeout = 120)
 	cr_assert(raw_wait_closed(fd, 5000), "the connection stays open after 3 failures");
 	snprintf(line, sizeof(line), "closing after 3 failed logins in a row");
 	cr_assert(log_wait(e.p, line, 5000));
-	cr_assert_eq(counter(&e, "client_auth_closed"), 1);
+	cr_assert_eq(proxy_counter(e.p, "client_auth_closed"), 1);
 	close(fd);
 	env_stop(&e);
 }
@@ -445,7 +432,7 @@ Test(client_auth, brute_force_leaves_others_unaffected, .timeout = 240)
 		lat_drv[i] = ping_ms(other);
 	}
 	drv_s = (now_ms() - t0) / 1e3;
-	cr_assert_geq(counter(&e, "client_auth_failures"), N_BAD);
+	cr_assert_geq(proxy_counter(e.p, "client_auth_failures"), N_BAD);
 	qsort(lat_idle, N_GOOD, sizeof(double), cmp_double);
 	qsort(lat_bad, N_BAD, sizeof(double), cmp_double);
 	qsort(lat_good, N_GOOD, sizeof(double), cmp_double);
@@ -526,20 +513,20 @@ Test(client_auth, auth_query_logs_in_users_of_the_backend, .timeout = 120)
 		cr_assert_str_eq(who, "app.carol", "%s", mechs[i] ? mechs[i] : "negotiated");
 		mongoc_client_destroy(c);
 	}
-	cr_assert_eq(counter(&e, "auth_query_lookups"), 1, "one lookup, then the cache");
-	cr_assert_geq(counter(&e, "auth_query_cache_hits"), 2);
+	cr_assert_eq(proxy_counter(e.p, "auth_query_lookups"), 1, "one lookup, then the cache");
+	cr_assert_geq(proxy_counter(e.p, "auth_query_cache_hits"), 2);
 	/* The users file still comes first (no lookup for alice). */
 	fd = raw_connect(e.p);
 	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "alice", "alice-Pw1", "admin", true), 0);
 	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_1, "carol", "carol-Pw3", "app", false), 0);
-	cr_assert_eq(counter(&e, "auth_query_lookups"), 1);
+	cr_assert_eq(proxy_counter(e.p, "auth_query_lookups"), 1);
 	/* Unknown on the backend: 18, logged. */
 	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "nobody", "x-Pw", "app", true), 18);
 	cr_assert(log_wait(e.p, "login failed for user \"app.nobody\": unknown user", 5000));
 	close(fd);
 	/* Two clients' saslStarts of one new user: one lookup between them. */
 	be_cmd(&e, "app", "{\"createUser\": \"dave\", \"pwd\": \"dave-Pw4\", \"roles\": []}");
-	lookups = counter(&e, "auth_query_lookups");
+	lookups = proxy_counter(e.p, "auth_query_lookups");
 	for (int i = 0; i < 2; i++) {
 		struct h_buf b;
 
@@ -560,11 +547,12 @@ Test(client_auth, auth_query_logs_in_users_of_the_backend, .timeout = 120)
 		free(msg);
 		close(fds[i]);
 	}
-	cr_assert_eq(counter(&e, "auth_query_lookups"), lookups + 1,
+	cr_assert_eq(proxy_counter(e.p, "auth_query_lookups"), lookups + 1,
 		     "concurrent logins of one user share one lookup");
 	cr_log_info("auth_query: lookups %" PRId64 ", cache hits %" PRId64 ", shared %" PRId64,
-		    counter(&e, "auth_query_lookups"), counter(&e, "auth_query_cache_hits"),
-		    counter(&e, "auth_query_shared"));
+		    proxy_counter(e.p, "auth_query_lookups"),
+		    proxy_counter(e.p, "auth_query_cache_hits"),
+		    proxy_counter(e.p, "auth_query_shared"));
 	env_stop(&e);
 }
 
@@ -594,7 +582,7 @@ Test(client_auth, auth_query_refreshes_changed_and_dropped_users, .timeout = 120
 	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "carol", "new-Pw2", "app", true), 18,
 		     "a dropped user logged in");
 	cr_assert(log_wait(e.p, "login failed for user \"app.carol\": unknown user", 5000));
-	cr_assert_eq(counter(&e, "auth_query_errors"), 0);
+	cr_assert_eq(proxy_counter(e.p, "auth_query_errors"), 0);
 	close(fd);
 	env_stop(&e);
 }

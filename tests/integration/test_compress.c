@@ -184,20 +184,6 @@ static void first_batch(const bson_t *reply, bson_t *out)
 	bson_copy_to(&tmp, out);
 }
 
-static int64_t counter(struct proxy *p, const char *name)
-{
-	bson_t s;
-	char path[96];
-	int64_t v;
-
-	proxy_stats(p, &s);
-	snprintf(path, sizeof(path), "counters.%s", name);
-	v = h_get_int(&s, path, -1);
-	bson_destroy(&s);
-	cr_assert_neq(v, -1, "mongoplexStats has no %s", path);
-	return v;
-}
-
 /* ------------------------------------------------------------ client side */
 
 Test(compress, each_algorithm_same_results, .timeout = 120)
@@ -227,13 +213,13 @@ Test(compress, each_algorithm_same_results, .timeout = 120)
 		bson_t got;
 
 		snprintf(name, sizeof(name), "%s_decompressed_msgs", compress_name(a));
-		in0 = counter(p, name);
+		in0 = proxy_counter(p, name);
 		snprintf(name, sizeof(name), "%s_compressed_msgs", compress_name(a));
-		out0 = counter(p, name);
+		out0 = proxy_counter(p, name);
 		snprintf(name, sizeof(name), "%s_compressed_bytes_raw", compress_name(a));
-		raw0 = counter(p, name);
+		raw0 = proxy_counter(p, name);
 		snprintf(name, sizeof(name), "%s_compressed_bytes_wire", compress_name(a));
-		wire0 = counter(p, name);
+		wire0 = proxy_counter(p, name);
 		send_cmd(fd, 100 + a, cmd, a);
 		recv_reply(fd, 100 + a, &id, &reply);
 		cr_assert_eq(id, a, "reply to a %s request came with %s", compress_name(a),
@@ -242,13 +228,13 @@ Test(compress, each_algorithm_same_results, .timeout = 120)
 		cr_assert(bson_equal(&got, &want), "%s: documents differ from direct",
 			  compress_name(a));
 		snprintf(name, sizeof(name), "%s_decompressed_msgs", compress_name(a));
-		cr_assert_eq(counter(p, name), in0 + 1, "%s", name);
+		cr_assert_eq(proxy_counter(p, name), in0 + 1, "%s", name);
 		snprintf(name, sizeof(name), "%s_compressed_msgs", compress_name(a));
-		cr_assert_eq(counter(p, name), out0 + 1, "%s", name);
+		cr_assert_eq(proxy_counter(p, name), out0 + 1, "%s", name);
 		snprintf(name, sizeof(name), "%s_compressed_bytes_raw", compress_name(a));
-		raw0 = counter(p, name) - raw0;
+		raw0 = proxy_counter(p, name) - raw0;
 		snprintf(name, sizeof(name), "%s_compressed_bytes_wire", compress_name(a));
-		wire0 = counter(p, name) - wire0;
+		wire0 = proxy_counter(p, name) - wire0;
 		cr_assert_lt(wire0, raw0, "%s: reply not smaller", compress_name(a));
 		cr_log_info("%s: 20-id reply %" PRId64 " bytes -> %" PRId64 " on the wire",
 			    compress_name(a), raw0, wire0);
@@ -375,7 +361,7 @@ Test(compress, bad_input_closes_others_unaffected, .timeout = 120)
 	size_t n = 40 * 1000 * 1000;
 	uLongf zl = compressBound((uLong)n);
 	uint8_t *zeros = calloc(1, n), *z = malloc(zl);
-	int64_t refused0 = counter(p, "compress_refused");
+	int64_t refused0 = proxy_counter(p, "compress_refused");
 
 	cr_assert(raw_ping_ok(other, 5000));
 	/* corrupt zlib */
@@ -403,7 +389,7 @@ Test(compress, bad_input_closes_others_unaffected, .timeout = 120)
 	send_raw_compressed(fd, 15, 100000, COMPRESS_ZLIB, z, zl);
 	expect_error_then_closed(fd, 15, 2, "inflates past uncompressedSize");
 	close(fd);
-	cr_assert_eq(counter(p, "compress_refused"), refused0 + 5);
+	cr_assert_eq(proxy_counter(p, "compress_refused"), refused0 + 5);
 	cr_assert(raw_ping_ok(other, 5000), "another client was affected");
 	cr_assert(log_contains(p, "bad OP_COMPRESSED"), "no logged reason");
 	proxy_assert_alive(p, "after bad compressed input");
@@ -614,8 +600,8 @@ Test(compress, backend_uses_uri_compressors, .timeout = 120)
 			     "%s: backend got %d compressed finds, %d plain", compress_name(a),
 			     f->compressed_requests[a], f->plain_requests);
 		pthread_mutex_unlock(&f->mu);
-		cr_assert_geq(counter(p, "backend_compressed_requests"), 1);
-		cr_assert_geq(counter(p, "backend_compressed_replies"), 1);
+		cr_assert_geq(proxy_counter(p, "backend_compressed_requests"), 1);
+		cr_assert_geq(proxy_counter(p, "backend_compressed_replies"), 1);
 		cr_log_info("backend %s: request compressed, compressed reply read",
 			    compress_name(a));
 		bson_destroy(&got);

@@ -120,19 +120,6 @@ static mongoc_client_t *login_client(struct env *e, const char *user, const char
 	return h_client_uri(uri, "peruser");
 }
 
-static int64_t counter(struct env *e, const char *name)
-{
-	bson_t st;
-	char path[128];
-	int64_t v;
-
-	proxy_stats(e->p, &st);
-	snprintf(path, sizeof(path), "counters.%s", name);
-	v = h_get_int(&st, path, -1);
-	bson_destroy(&st);
-	return v;
-}
-
 /* Insert {_id: id, who: who} into peruser.<coll>; false + err on failure. */
 static bool insert_doc(mongoc_client_t *c, const char *coll, int id, const char *who,
 		       bson_error_t *err)
@@ -174,10 +161,10 @@ Test(per_user, connection_status_is_the_backends_view, .timeout = 120)
 	ping_ok(a); /* connected and logged in before the counts below */
 	ping_ok(b);
 	/* What one stats read itself adds to requests_local (its hello, the stats). */
-	local0 = counter(&e, "requests_local");
-	local1 = counter(&e, "requests_local");
+	local0 = proxy_counter(e.p, "requests_local");
+	local1 = proxy_counter(e.p, "requests_local");
 	per_call = local1 - local0;
-	logins0 = counter(&e, "user_backend_logins");
+	logins0 = proxy_counter(e.p, "user_backend_logins");
 	cr_assert_geq(logins0, 0, "no user_backend_logins counter: per-user pools missing");
 	h_status_user(a, who, sizeof(who));
 	cr_assert_str_eq(who, "admin.pua");
@@ -185,15 +172,15 @@ Test(per_user, connection_status_is_the_backends_view, .timeout = 120)
 	cr_assert_str_eq(who, "admin.pub");
 	/* Forwarded, not answered by the proxy: the two connectionStatus did not
 	 * add to requests_local (two stats reads did: 2 * per_call). */
-	local0 = counter(&e, "requests_local");
+	local0 = proxy_counter(e.p, "requests_local");
 	cr_assert_lt(
 	    local0 - local1, 2 * per_call + 2,
 	    "connectionStatus was answered by the proxy, not by the backend (requests_local "
 	    "+%" PRId64 ", a stats read adds %" PRId64 ")",
 	    local0 - local1, per_call);
-	cr_assert_geq(counter(&e, "user_backend_logins") - logins0, 2,
+	cr_assert_geq(proxy_counter(e.p, "user_backend_logins") - logins0, 2,
 		      "the backend connections did not log in as the users");
-	cr_assert_geq(counter(&e, "user_pools_created"), 2);
+	cr_assert_geq(proxy_counter(e.p, "user_pools_created"), 2);
 	mongoc_client_destroy(a);
 	mongoc_client_destroy(b);
 	env_stop(&e);
@@ -268,7 +255,7 @@ Test(per_user, users_file_secret_must_carry_the_backends_salt, .timeout = 120)
 	cr_assert(strstr(err.message, "admin.puown") != NULL, "%s", err.message);
 	cr_assert(log_contains(e.p, "backend login as the client's own user \"admin.puown\""), "%s",
 		  proxy_log_tail(e.p, 3000));
-	cr_assert_geq(counter(&e, "user_backend_login_failures"), 1);
+	cr_assert_geq(proxy_counter(e.p, "user_backend_login_failures"), 1);
 	mongoc_client_destroy(own);
 	mongoc_client_destroy(copied);
 	env_stop(&e);
@@ -369,8 +356,8 @@ Test(per_user, two_users_lookups_never_merged, .timeout = 180)
 	/* A long batching window: lookups of one namespace would share a query. */
 	proxy_up(&e, "auth_query = on\nbatch_max_wait_us = 20000\n");
 	run_lookups(&e, 2, 4, 40, five_users, five_pws);
-	sep = counter(&e, "batch_user_separate");
-	merged = counter(&e, "batch_lookups_merged");
+	sep = proxy_counter(e.p, "batch_user_separate");
+	merged = proxy_counter(e.p, "batch_lookups_merged");
 	cr_log_info("two users, 4 threads each: batch_user_separate %" PRId64
 		    ", batch_lookups_merged %" PRId64,
 		    sep, merged);
@@ -445,14 +432,14 @@ Test(per_user, five_hundred_clients_of_five_users_under_max_backend_conn, .timeo
 	for (int round = 0; round < 3; round++)
 		fails += find_round(fds, 500, round, first_err, sizeof(first_err));
 	cr_assert_eq(fails, 0, "%d of 1500 finds failed, first: %s", fails, first_err);
-	peak = counter(&e, "backend_conn_peak");
-	evict = counter(&e, "backend_conn_cap_evictions");
+	peak = proxy_counter(e.p, "backend_conn_peak");
+	evict = proxy_counter(e.p, "backend_conn_cap_evictions");
 	cr_log_info("500 clients of 5 users, max_backend_conn = 20: peak %" PRId64
 		    " backend connections, %" PRId64 " evictions, %" PRId64 " per-user pools",
-		    peak, evict, counter(&e, "user_pools_created"));
+		    peak, evict, proxy_counter(e.p, "user_pools_created"));
 	cr_assert_gt(peak, 0, "no backend_conn_peak counter");
 	cr_assert_leq(peak, 20, "the proxy had %" PRId64 " backend connections open", peak);
-	cr_assert_eq(counter(&e, "user_pools_created"), 5);
+	cr_assert_eq(proxy_counter(e.p, "user_pools_created"), 5);
 	for (int i = 0; i < 500; i++)
 		close(fds[i]);
 	env_stop(&e);
@@ -482,7 +469,8 @@ Test(per_user, wrong_password_and_unknown_user_get_18, .timeout = 120)
 		  err.message);
 	bson_destroy(&reply);
 	mongoc_client_destroy(c);
-	cr_assert_eq(counter(&e, "user_pools_created"), 0, "a failed login made a user pool");
+	cr_assert_eq(proxy_counter(e.p, "user_pools_created"), 0,
+		     "a failed login made a user pool");
 	env_stop(&e);
 }
 
@@ -509,12 +497,12 @@ Test(per_user, shared_mode_as_before, .timeout = 120)
 	proxy_up(&e, extra);
 	c = login_client(&e, "pushared", "pushared-Pw6", NULL);
 	cr_assert(insert_doc(c, "sharedmode", 1, "pushared", &err), "%s", err.message);
-	local0 = counter(&e, "requests_local");
+	local0 = proxy_counter(e.p, "requests_local");
 	h_status_user(c, who, sizeof(who));
 	cr_assert_str_eq(who, "admin.pushared", "shared mode: the proxy answers with the client");
-	cr_assert_geq(counter(&e, "requests_local") - local0, 1, "not answered locally");
-	cr_assert_eq(counter(&e, "user_pools_created"), 0);
-	cr_assert_eq(counter(&e, "user_backend_logins"), 0);
+	cr_assert_geq(proxy_counter(e.p, "requests_local") - local0, 1, "not answered locally");
+	cr_assert_eq(proxy_counter(e.p, "user_pools_created"), 0);
+	cr_assert_eq(proxy_counter(e.p, "user_backend_logins"), 0);
 	mongoc_client_destroy(c);
 	env_stop(&e);
 }
@@ -673,11 +661,11 @@ Test(per_user, libmongoc_and_raw_logins_with_sha256_and_sha1, .timeout = 150)
 	backend_start(&e);
 	create_user(&e, "pum", "pum-Pw9");
 	proxy_up(&e, NULL);
-	cr_assert_geq(counter(&e, "user_backend_logins"), 0,
+	cr_assert_geq(proxy_counter(e.p, "user_backend_logins"), 0,
 		      "no user_backend_logins counter: per-user pools missing");
 	for (int i = 0; i < 3; i++) {
 		const char *name = mechs[i] ? mechs[i] : "negotiated";
-		int64_t spec0 = counter(&e, "client_auth_speculative");
+		int64_t spec0 = proxy_counter(e.p, "client_auth_speculative");
 		mongoc_client_t *c = login_client(&e, "pum", "pum-Pw9", mechs[i]);
 
 		cr_assert(insert_doc(c, "mechs", i, "pum", &err), "%s: %s", name, err.message);
@@ -688,7 +676,7 @@ Test(per_user, libmongoc_and_raw_logins_with_sha256_and_sha1, .timeout = 150)
 		/* The first login waits for the auth_query lookup: the driver's
 		 * own saslStart, not speculative; the cached ones ride in the hello. */
 		if (i > 0)
-			cr_assert_gt(counter(&e, "client_auth_speculative"), spec0,
+			cr_assert_gt(proxy_counter(e.p, "client_auth_speculative"), spec0,
 				     "%s: libmongoc's login did not ride in the hello", name);
 	}
 	for (int i = 0; i < 2; i++) {
@@ -711,8 +699,8 @@ Test(per_user, libmongoc_and_raw_logins_with_sha256_and_sha1, .timeout = 150)
 		bson_destroy(&reply);
 		close(fd);
 	}
-	cr_assert_geq(counter(&e, "user_backend_logins"), 1,
+	cr_assert_geq(proxy_counter(e.p, "user_backend_logins"), 1,
 		      "the backend connections did not log in as the user");
-	cr_assert_eq(counter(&e, "client_auth_failures"), 0);
+	cr_assert_eq(proxy_counter(e.p, "client_auth_failures"), 0);
 	env_stop(&e);
 }
