@@ -5,6 +5,7 @@
 #
 #   scripts/fuzz.sh [TARGET...]        default: every tests/fuzz/fuzz_*.c
 #   FUZZ_SECONDS=60                    fuzzing time per target
+#   FUZZ_JOBS=N                        targets run at once (default: nproc)
 #
 # Per target: builds build-fuzz/TARGET with clang -fsanitize=fuzzer,address,
 # undefined; replays every regression input in tests/fuzz/regressions/TARGET/
@@ -94,9 +95,25 @@ targets=("$@")
 if [ "${#targets[@]}" -eq 0 ]; then
   targets=(tests/fuzz/fuzz_*.c)
 fi
-failed=0
+# FUZZ_JOBS targets at a time (default: one per core; each libFuzzer run is
+# one process on one core). Each target's lines go to build-fuzz/NAME.out and
+# are printed whole, in target order, when it ends.
+jobs="${FUZZ_JOBS:-$(nproc)}"
+failed=0 running=0 names=()
 for t in "${targets[@]}"; do
   [ -f "$t" ] || t="tests/fuzz/$t.c"
-  run_target "$t" || failed=1
+  name="$(basename "$t" .c)"
+  names+=("$name")
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || failed=1
+    running=$((running - 1))
+  fi
+  ( run_target "$t" >"$out/$name.out" 2>&1 ) &
+  running=$((running + 1))
 done
+while [ "$running" -gt 0 ]; do
+  wait -n || failed=1
+  running=$((running - 1))
+done
+for name in "${names[@]}"; do cat "$out/$name.out"; done
 exit "$failed"

@@ -32,6 +32,17 @@
 #   MONGOPLEX_SKIP_INSTALL=1                  do not run scripts/install-deps.sh
 #   MONGOPLEX_FERRETDB_ONLY=1                 run only the FerretDB pass (not the
 #       ctest run against mongo-java-server before it)
+#   MONGOPLEX_FERRETDB_SUITES=all|backend      which integration suites the
+#       FerretDB pass runs (default all). backend: the suites whose outcome
+#       depends on the server the proxy talks to and how it logs in (backend
+#       connections, login, TLS, the pool, cursors, batching; the list is
+#       BACKEND_SUITES below); .ci/run's sha1-tls pass uses it
+#   MONGOPLEX_TEST_JOBS=N                     criterion jobs of the parallel
+#       integration entry and ctest -j (default: the number of CPUs)
+#
+# Every pass ends with its slowest 10 tests (criterion test cases and the ctest
+# entries that are not criterion binaries), from the XML reports in
+# $builddir/test-reports/PASS/.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -46,6 +57,29 @@ if [ "${1:-}" = "--asan" ]; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=23}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 fi
+
+# Suites of the FerretDB pass with MONGOPLEX_FERRETDB_SUITES=backend: what
+# touches pool/ (connections, dispatch, pins, sticky order, backend auth,
+# compression, topology) or core/tls.c. The suites left out run there
+# against their own servers (client_auth, per_user, backend_auth: their own
+# FerretDB; badinput, depth, protocol, ...: the client side) or are checked
+# by the whole sha256 pass of the fresh-machine check.
+BACKEND_SUITES="admission,backend_auth,backend_faults,backend_login,batch_limits,batch_numeric,batching,compress,crud,cursors,lbpin,lookup,membound,metrics_members,ordering,replset,replset_ferret,tls,tls_reneg"
+
+jobs="${MONGOPLEX_TEST_JOBS:-$(nproc)}"
+export MONGOPLEX_TEST_JOBS="$jobs"
+# run_ctest PASS ARGS...: ctest -j with the XML reports in
+# $builddir/test-reports/PASS, then the slowest 10 tests of the pass.
+run_ctest() {
+  local pass="$1" rc=0 dir
+  shift
+  dir="$ROOT/$builddir/test-reports/$pass"
+  rm -rf "$dir" && mkdir -p "$dir"
+  (cd "$builddir" && MONGOPLEX_TEST_REPORT_DIR="$dir" \
+     ctest --output-on-failure -j "$jobs" --output-junit "$dir/ctest.xml" "$@") || rc=$?
+  python3 scripts/lib/slowest.py 10 "$dir"/*.xml || true
+  return "$rc"
+}
 
 [ -n "${MONGOPLEX_SKIP_INSTALL:-}" ] || scripts/install-deps.sh test package
 cmake -S . -B "$builddir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" >/dev/null
@@ -84,7 +118,7 @@ rc=0
 if [ -n "${MONGOPLEX_FERRETDB_ONLY:-}" ]; then
   echo "== not run: ctest against $MONGOPLEX_TEST_BACKEND (MONGOPLEX_FERRETDB_ONLY=$MONGOPLEX_FERRETDB_ONLY)"
 else
-  (cd "$builddir" && ctest --output-on-failure "${ctest_args[@]}") || rc=$?
+  run_ctest "$MONGOPLEX_TEST_BACKEND" "${ctest_args[@]}" || rc=$?
 fi
 
 # Starts the FerretDB of the chosen variant in $work/ferretdb and exports
@@ -126,7 +160,14 @@ if [ "$ferret" = 1 ]; then
     echo "== integration suite against FerretDB ($variant) at ${MONGOPLEX_TEST_URI/:mongoplex-pw@/:***@}"
     [ -z "${MONGOPLEX_TEST_DIRECT_URI:-}" ] ||
       echo "   the tests' direct connections: ${MONGOPLEX_TEST_DIRECT_URI/:mongoplex-pw@/:***@}"
-    (cd "$builddir" && ctest --output-on-failure -R '^integration$') || rc=$?
+    case "${MONGOPLEX_FERRETDB_SUITES:-all}" in
+      all) unset MONGOPLEX_INTEG_SUITES ;;
+      backend) export MONGOPLEX_INTEG_SUITES="$BACKEND_SUITES"
+               echo "   suites (MONGOPLEX_FERRETDB_SUITES=backend): $BACKEND_SUITES" ;;
+      *) echo "MONGOPLEX_FERRETDB_SUITES=$MONGOPLEX_FERRETDB_SUITES: want all or backend" >&2; exit 2 ;;
+    esac
+    run_ctest "ferretdb-$variant" -R '^integration(_serial)?$' || rc=$?
+    unset MONGOPLEX_INTEG_SUITES
     ferret_note="ran ($variant, $(( SECONDS - t_ferret )) s)"
   else
     echo "== FAILED: the FerretDB pass ($variant) could not run (set MONGOPLEX_SKIP_FERRETDB=1 to opt out):"
