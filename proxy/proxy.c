@@ -71,9 +71,7 @@ void proxy_reload(void)
 	/* Every part first; any refusal leaves everything as it was. */
 	if (!reload_prepare(g.cfg_path, &rp, err, sizeof(err))) {
 		STAT_INC(reload_failures);
-		log_error("reload rejected, keeping the current config (nothing of the new file "
-			  "applied): %s",
-			  err);
+		log_error("reload rejected, keeping the current config: %s", err);
 		reload_discard(&rp);
 		notify("READY=1");
 		return;
