@@ -12,7 +12,9 @@
  * wrong password / unknown user -> 18 (logged with peer and user, counted);
  * commands before login -> 13 (hello, ping, buildInfo allowed);
  * auth_max_failures closes the connection; a user added to the file logs in
- * after SIGHUP and a removed one no longer does; --test-config warns about
+ * after SIGHUP and a removed one no longer does; a reload with a valid users
+ * file and a missing backend_password_file applies nothing (old users stay,
+ * "reload rejected"), the next valid one applies both; --test-config warns about
  * auth_mode = none on a non-loopback listen_addr and refuses a bad users file;
  * 1,000 wrong passwords leave another client's pings unaffected. Figures
  * (logins/s, the other client's p50 during logins) with --verbose.
@@ -380,7 +382,10 @@ Test(client_auth, rejected_reload_keeps_the_old_users, .timeout = 120)
 	users_only(&e, "admin.carol", "carol-Pw3"); /* valid */
 	cr_assert(rename(pwfile, hidden) == 0);	    /* invalid: missing */
 	cr_assert(kill(e.p->pid, SIGHUP) == 0);
-	cr_assert(log_wait(e.p, "reload rejected", 5000), "the reload was not rejected");
+	cr_assert(log_wait(e.p,
+			   "reload rejected, keeping the current config: backend_password_file",
+			   5000),
+		  "the reload was not rejected naming the password file");
 	cr_assert_eq(fresh_login(&e, "carol", "carol-Pw3", "admin"), 18,
 		     "a user only in the rejected users file logged in");
 	cr_assert_eq(fresh_login(&e, "alice", "alice-Pw1", "admin"), 0,

@@ -17,7 +17,9 @@
  * more than 20 backend connections open (backend_conn_peak); a wrong
  * password and an unknown user get 18; shared mode answers connectionStatus
  * locally and runs users-file users on the proxy's identity as before; a
- * cursor opened as A is unknown once the connection logs in as B; libmongoc
+ * cursor opened as A is unknown once the connection logs in as B, and in
+ * both modes it is killed on the backend, a login as B without logout gets
+ * mongod's 5626701, and currentOp is refused (13) in shared mode only; libmongoc
  * (SCRAM-SHA-256, SCRAM-SHA-1, negotiated; speculative once cached) and raw
  * non-speculative conversations (both mechanisms) run CRUD as the user and
  * the backend's connectionStatus names it. Figures
