@@ -44,7 +44,9 @@
 	X(LOCATION_31368, 31368, "Location31368", NULL)                                            \
 	X(LOCATION_31372, 31372, "Location31372", NULL)                                            \
 	X(LOCATION_31373, 31373, "Location31373", NULL)                                            \
-	X(LOCATION_31382, 31382, "Location31382", NULL)
+	X(LOCATION_31382, 31382, "Location31382", NULL)                                            \
+	X(LOCATION_5626701, 5626701, "Location5626701", NULL)                                      \
+	X(LOCATION_5626702, 5626702, "Location5626702", NULL)
 /* clang-format on */
 
 enum mp_err_id {

@@ -37,6 +37,7 @@
 	X(refused_queue_full, "Requests refused: max_queue reached")                               \
 	X(refused_queue_timeout, "Requests refused: waited longer than queue_timeout_ms")          \
 	X(refused_shutdown, "Requests refused while shutting down")                                \
+	X(refused_sessionwide, "Session-wide commands refused: shared backend identity")           \
 	X(refused_no_member, "Requests refused: no replica set member for their read preference")  \
 	X(rs_topology_changes, "Replica set topology changes applied by the event loop")           \
 	X(rs_suspects, "Replica set members suspected (not primary, failed connect): rechecked")   \

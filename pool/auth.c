@@ -208,19 +208,11 @@ bool auth_start(const char *uri, char *err, size_t errlen)
 	return true;
 }
 
-bool auth_reload(const char *uri, const char *password_file, char *err, size_t errlen)
+void auth_commit(struct auth_cred *next)
 {
-	struct auth_cred next;
-	char warn[256];
-
-	if (!auth_load(uri, password_file, &next, warn, sizeof(warn), err, errlen))
-		return false;
-	if (warn[0] != '\0')
-		log_warning("%s", warn);
-	if (auth_install(&next))
+	if (auth_install(next))
 		log_notice("reload: backend credentials changed (user \"%s\"%s)", cred.user,
 			   cred.from_file ? ", password from backend_password_file" : "");
-	return true;
 }
 
 void auth_set_dns_source(const char *source)

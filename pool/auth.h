@@ -57,9 +57,9 @@ bool auth_install(struct auth_cred *c);
  * authSource= unless the URI gave one); kept across reloads. */
 void auth_set_dns_source(const char *source);
 
-/* Reload: auth_load + auth_install, logging what changed (never the password). */
-bool auth_reload(const char *uri, const char *password_file, char *err, size_t errlen)
-    __attribute__((warn_unused_result));
+/* Reload, commit: auth_install of credentials auth_load prepared, logging
+ * what changed (never the password); *next is wiped. */
+void auth_commit(struct auth_cred *next);
 
 /* Wipe a credentials struct. */
 void auth_cred_clear(struct auth_cred *c);

@@ -39,6 +39,7 @@ struct cauth_conn {
 	char conv_user[USERS_NAME_MAX];
 	int32_t conv_id;
 	int failures;
+	bool second_logged; /* a second user's login was refused (logged once) */
 	struct scram_server ss;
 	bool from_query; /* the conversation's secret came from auth_query's cache */
 	/* A login waiting for auth_query (wait_req not NULL): its saslStart
@@ -85,19 +86,22 @@ bool cauth_start(char *err, size_t errlen)
 	return true;
 }
 
-bool cauth_reload(const struct cfg *next, char *err, size_t errlen)
+bool cauth_prepare(const struct cfg *next, struct users_table *out, char *err, size_t errlen)
 {
-	struct users_table t;
-
-	if (!enabled)
+	memset(out, 0, sizeof(*out));
+	if (!enabled || next->auth_users_file[0] == '\0')
 		return true;
-	memset(&t, 0, sizeof(t));
-	if (next->auth_users_file[0] != '\0' && !users_load(next->auth_users_file, &t, err, errlen))
-		return false;
+	return users_load(next->auth_users_file, out, err, errlen);
+}
+
+void cauth_commit(struct users_table *t, const char *path)
+{
+	if (!enabled)
+		return;
 	users_free(&users);
-	users = t;
-	log_notice("reload: %zu users from %s", users.n, next->auth_users_file);
-	return true;
+	users = *t;
+	memset(t, 0, sizeof(*t));
+	log_notice("reload: %zu users from %s", users.n, path);
 }
 
 static struct cauth_conn *conn_of(struct client *c)
@@ -151,16 +155,47 @@ static void login_failed(struct client *c, struct request *req, const char *db, 
 	}
 }
 
-/* The user changes (logout, another login): drop the old user's pool
- * reference and forget its cursors (another user may not continue them:
- * getMore on them is answered as mongod answers an unknown cursor). */
+/* The user changes (logout, a login again), in either auth_pool_mode: the
+ * old user's cursors are forgotten and killed on the backend (nobody may
+ * continue them: getMore on them is answered as mongod answers an unknown
+ * cursor), and its pool reference (per_user) is dropped. */
 static void user_leaves(struct client *c, struct cauth_conn *a)
 {
-	if (a->pu == NULL)
-		return;
-	cursor_client_closed(c->id);
+	if (a->authed)
+		cursor_client_dropped(c->id, "its user logged out or logged in again");
 	pool_user_put(a->pu);
 	a->pu = NULL;
+}
+
+/* A login on a connection already logged in as another user: refused as
+ * mongod 6+ refuses it, at the end of a conversation whose proof checked
+ * out (one user per connection; logout first). The same user logging in
+ * again is allowed, as in mongod. */
+static bool second_user(const struct cauth_conn *a, const char *db, const char *user)
+{
+	return a->authed && (strcmp(a->db, db) != 0 || strcmp(a->user, user) != 0);
+}
+
+static void refuse_second_user(struct client *c, struct request *req, struct cauth_conn *a)
+{
+	char msg[USERS_NAME_MAX + USERS_DB_MAX + 160];
+	bool other_db = strcmp(a->db, a->conv_db) != 0;
+
+	if (!a->second_logged)
+		client_info(c, "login as \"%s.%s\" refused: already authenticated as \"%s.%s\"",
+			    a->conv_db, a->conv_user, a->db, a->user);
+	a->second_logged = true;
+	snprintf(msg, sizeof(msg), "%s%s@%s",
+		 other_db ? "Client has attempted to authenticate on multiple databases. Already "
+			    "authenticated as: "
+			  : "Each client connection may only be authenticated once. Previously "
+			    "authenticated as: ",
+		 a->user, a->db);
+	conv_end(a);
+	if (other_db)
+		request_fail(req, MP_ERR(LOCATION_5626702), msg, NULL);
+	else
+		request_fail(req, MP_ERR(LOCATION_5626701), msg, NULL);
 }
 
 /* per_user: the keys this login proved (ClientKey recovered from the
@@ -425,6 +460,10 @@ static void cmd_sasl_continue(struct client *c, struct request *req, const bson_
 		return;
 	}
 	done = a->proof_ok || a->skip_empty;
+	if (done && second_user(a, a->conv_db, a->conv_user)) {
+		refuse_second_user(c, req, a); /* as mongod: once the proof checked out */
+		return;
+	}
 	a->proof_ok = true;
 	bson_init(&doc);
 	append_sasl_reply(&doc, a->conv_id, done, out);

@@ -29,14 +29,20 @@
 struct client;
 struct request;
 struct cfg;
+struct users_table;
 
 /* Startup: load auth_users_file when auth_mode = scram. */
 bool cauth_start(char *err, size_t errlen) __attribute__((warn_unused_result));
 
-/* Reload with the next config: re-read its users file; false (nothing
- * changed) when it cannot be used. */
-bool cauth_reload(const struct cfg *next, char *err, size_t errlen)
+/* Reload, prepare: read the next config's users file into *out (empty when
+ * auth is off or no file is named); false + err when it cannot be used.
+ * Nothing changes until cauth_commit. */
+bool cauth_prepare(const struct cfg *next, struct users_table *out, char *err, size_t errlen)
     __attribute__((warn_unused_result));
+
+/* Reload, commit: the prepared table (read from `path`) replaces the current
+ * one; *t is left empty. */
+void cauth_commit(struct users_table *t, const char *path);
 
 /* Is client authentication on? */
 bool cauth_enabled(void);

@@ -36,6 +36,7 @@
 #include "proxy/membound.h"
 #include "proxy/proxy.h"
 #include "proxy/router.h"
+#include "proxy/sessionwide.h"
 #include "core/handshake.h"
 #include "core/stats.h"
 #include "core/wire.h"
@@ -241,6 +242,8 @@ static void handle_op_msg(struct client *c, struct evbuffer **bufp, uint8_t *dat
 		handle_local(c, &m, &ri, req);
 		return;
 	}
+	if (!sessionwide_admit(req, &m.body, &ri))
+		return; /* other clients' sessions through a shared identity */
 	forward(c, bufp, data, len, &m, &ri, req);
 }
 

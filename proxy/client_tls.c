@@ -69,20 +69,27 @@ bool client_tls_start(char *err, size_t errlen)
 	return true;
 }
 
-void client_tls_reload(const struct cfg *next)
+bool client_tls_prepare(const struct cfg *next, SSL_CTX **out, char *err, size_t errlen)
 {
-	char why[TLS_ERR_LEN + 64], serial[80];
-	SSL_CTX *fresh;
+	char why[TLS_ERR_LEN + 64];
 
+	*out = NULL;
 	if (ctx == NULL)
-		return;
-	fresh = build(next, why, sizeof(why));
-	if (fresh == NULL) {
-		log_error("reload: client TLS context not replaced, keeping the current "
-			  "certificate: %s",
-			  why);
-		return;
+		return true;
+	*out = build(next, why, sizeof(why));
+	if (*out == NULL) {
+		snprintf(err, errlen, "client TLS context not replaced: %s", why);
+		return false;
 	}
+	return true;
+}
+
+void client_tls_commit(SSL_CTX *fresh, const struct cfg *next)
+{
+	char serial[80];
+
+	if (fresh == NULL)
+		return;
 	SSL_CTX_free(ctx); /* open connections hold their own reference */
 	ctx = fresh;
 	serial_of(ctx, serial, sizeof(serial));

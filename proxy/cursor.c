@@ -252,14 +252,19 @@ static void kill_closed_cb(struct pool *pool, const char *ns, int64_t id, void *
 
 void cursor_client_closed(uint64_t client_id)
 {
+	cursor_client_dropped(client_id, "closed");
+}
+
+void cursor_client_dropped(uint64_t client_id, const char *why)
+{
 	struct closed_kill ck = {.client_id = client_id};
 	int total = cursor_table_drop_owner(client_id, kill_closed_cb, &ck);
 	int unkillable = ck.unkillable;
 
 	if (total == 0)
 		return;
-	log_info("C-%" PRIu64 " closed with %d open cursors: killing them on the backend%s",
-		 client_id, total, unkillable ? " (some without namespace: left to time out)" : "");
+	log_info("C-%" PRIu64 " %s with %d open cursors: killing them on the backend%s", client_id,
+		 why, total, unkillable ? " (some without namespace: left to time out)" : "");
 	pump_schedule();
 }
 

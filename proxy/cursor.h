@@ -55,6 +55,9 @@ bool cursor_on_reply(struct request *req, const struct wire_msg *reply)
  * backend (one killCursors per namespace and CURSOR_KILL_CHUNK ids). */
 void cursor_client_closed(uint64_t client_id);
 
+/* The same while the client stays (its user changed): `why` for the log. */
+void cursor_client_dropped(uint64_t client_id, const char *why);
+
 /* request_free: drop what the request's reply would have updated. */
 void cursor_note_free(struct cursor_note *note);
 

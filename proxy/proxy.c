@@ -3,7 +3,8 @@
  * evsignal_new, no work in raw handlers), reload, graceful shutdown,
  * systemd notification.
  *
- *   SIGHUP   reload the config file; on error keep the old config
+ *   SIGHUP   reload the config file (proxy/reload.c: every part checked,
+ *            then all applied); on any error keep the old config whole
  *   SIGTERM  bump the topologyVersion (held hellos answered: drivers move
  *            away), stop accepting, let in-flight requests finish (up to
  *            shutdown_timeout_ms, and stay up shutdown_quiesce_ms at least),
@@ -31,6 +32,7 @@
 #include "proxy/listener.h"
 #include "proxy/membound.h"
 #include "proxy/metrics.h"
+#include "proxy/reload.h"
 #include "core/evpool.h"
 #include "core/stats.h"
 #include "core/topover.h"
@@ -57,7 +59,7 @@ void proxy_apply_cfg(void)
 
 void proxy_reload(void)
 {
-	struct cfg next;
+	struct reload_parts rp;
 	char err[CFG_ERR_LEN];
 	bool bump;
 
@@ -66,27 +68,16 @@ void proxy_reload(void)
 		return;
 	}
 	notify("RELOADING=1");
-	if (!cfg_load(g.cfg_path, &next, err, sizeof(err))) {
+	/* Every part first; any refusal leaves everything as it was. */
+	if (!reload_prepare(g.cfg_path, &rp, err, sizeof(err))) {
 		STAT_INC(reload_failures);
 		log_error("reload rejected, keeping the current config: %s", err);
-		cfg_free(&next);
+		reload_discard(&rp);
 		notify("READY=1");
 		return;
 	}
-	cfg_keep_static(&g.cfg, &next);
-	/* The users file first: its refusal then leaves everything as it was. */
-	if (!cauth_reload(&next, err, sizeof(err)) ||
-	    !auth_reload(next.backend_uri, next.backend_password_file, err, sizeof(err))) {
-		STAT_INC(reload_failures);
-		log_error("reload rejected, keeping the current config: %s", err);
-		cfg_free(&next);
-		notify("READY=1");
-		return;
-	}
-	bump = next.advertise_mongos != g.cfg.advertise_mongos;
-	client_tls_reload(&next);
-	cfg_free(&g.cfg);
-	g.cfg = next;
+	bump = rp.cfg.advertise_mongos != g.cfg.advertise_mongos;
+	reload_commit(&rp);
 	proxy_apply_cfg();
 	if (bump)
 		topover_bump("reload changed what the hello advertises (advertise_mongos)");

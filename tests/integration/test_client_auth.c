@@ -12,7 +12,9 @@
  * wrong password / unknown user -> 18 (logged with peer and user, counted);
  * commands before login -> 13 (hello, ping, buildInfo allowed);
  * auth_max_failures closes the connection; a user added to the file logs in
- * after SIGHUP and a removed one no longer does; --test-config warns about
+ * after SIGHUP and a removed one no longer does; a reload with a valid users
+ * file and a missing backend_password_file applies nothing (old users stay,
+ * "reload rejected"), the next valid one applies both; --test-config warns about
  * auth_mode = none on a non-loopback listen_addr and refuses a bad users file;
  * 1,000 wrong passwords leave another client's pings unaffected. Figures
  * (logins/s, the other client's p50 during logins) with --verbose.
@@ -288,6 +290,26 @@ Test(client_auth, pymongo_3_and_4_log_in, .timeout = 180)
 	env_stop(&e);
 }
 
+/* Overwrite the users file with the --scram-secret line of one user. */
+static void users_only(struct env *e, const char *dbuser, const char *pw)
+{
+	FILE *f = fopen(e->users, "w");
+
+	cr_assert(f != NULL);
+	fclose(f);
+	add_user(e, dbuser, pw);
+}
+
+/* Log in on a fresh connection; the refusal code (0: logged in). */
+static int fresh_login(struct env *e, const char *user, const char *pw, const char *db)
+{
+	int fd = raw_connect(e->p), code;
+
+	code = h_raw_scram_login(fd, SCRAM_SHA_256, user, pw, db, true);
+	close(fd);
+	return code;
+}
+
 Test(client_auth, users_file_reloads_on_sighup, .timeout = 120)
 {
 	struct env e;
@@ -316,13 +338,67 @@ Test(client_auth, users_file_reloads_on_sighup, .timeout = 120)
 	}
 	cr_assert(kill(e.p->pid, SIGHUP) == 0);
 	cr_assert(log_wait(e.p, "reload: 1 users from", 5000));
-	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "bob", "bob-Pw2", "app", true), 18);
+	close(fd); /* logged in as carol: another user needs another connection */
+	cr_assert_eq(fresh_login(&e, "bob", "bob-Pw2", "app"), 18);
 	/* A group-writable file is refused and the old users stay. */
 	chmod(e.users, 0660);
 	cr_assert(kill(e.p->pid, SIGHUP) == 0);
 	cr_assert(log_wait(e.p, "writable by group or others", 5000));
-	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "alice", "alice-Pw1", "admin", true), 0);
-	close(fd);
+	cr_assert_eq(fresh_login(&e, "alice", "alice-Pw1", "admin"), 0);
+	env_stop(&e);
+}
+
+/* Issue 20, item 3: a reload whose users file is valid but whose
+ * backend_password_file is missing applies nothing (the old users stay in
+ * force, "reload rejected" is logged); once the file is back, the next
+ * reload applies both and the new user's CRUD runs on the backend. */
+Test(client_auth, rejected_reload_keeps_the_old_users, .timeout = 120)
+{
+	const char *const env[] = {"MONGOPLEX_FERRETDB_USER=" BE_USER,
+				   "MONGOPLEX_FERRETDB_PASSWORD=" BE_PASS, NULL};
+	struct env e;
+	char extra[2048], pwfile[300], hidden[310];
+	mongoc_client_t *c;
+	FILE *f;
+
+	memset(&e, 0, sizeof(e));
+	h_ferret_start(&e.fe, "ferretdb-auth", NULL, env);
+	snprintf(e.users, sizeof(e.users), "%s/users", e.fe.dir);
+	snprintf(pwfile, sizeof(pwfile), "%s/backend-password", e.fe.dir);
+	snprintf(hidden, sizeof(hidden), "%s.away", pwfile);
+	f = fopen(pwfile, "w");
+	cr_assert(f != NULL);
+	fputs(BE_PASS "\n", f);
+	fclose(f);
+	chmod(pwfile, 0600);
+	users_only(&e, "admin.alice", "alice-Pw1");
+	snprintf(extra, sizeof(extra),
+		 "backend_uri = mongodb://" BE_USER "@%s:%d/\nbackend_password_file = %s\n"
+		 "auth_mode = scram\nauth_users_file = %s\nauth_pool_mode = shared\n",
+		 e.fe.host, e.fe.port, pwfile, e.users);
+	e.p = proxy_start(extra);
+	cr_assert_eq(fresh_login(&e, "alice", "alice-Pw1", "admin"), 0);
+
+	users_only(&e, "admin.carol", "carol-Pw3"); /* valid */
+	cr_assert(rename(pwfile, hidden) == 0);	    /* invalid: missing */
+	cr_assert(kill(e.p->pid, SIGHUP) == 0);
+	cr_assert(log_wait(e.p,
+			   "reload rejected, keeping the current config: backend_password_file",
+			   5000),
+		  "the reload was not rejected naming the password file");
+	cr_assert_eq(fresh_login(&e, "carol", "carol-Pw3", "admin"), 18,
+		     "a user only in the rejected users file logged in");
+	cr_assert_eq(fresh_login(&e, "alice", "alice-Pw1", "admin"), 0,
+		     "a user only in the old users file no longer logs in");
+
+	cr_assert(rename(hidden, pwfile) == 0);
+	cr_assert(kill(e.p->pid, SIGHUP) == 0);
+	cr_assert(log_wait(e.p, "reloaded ", 5000), "the valid reload was not applied");
+	cr_assert_eq(fresh_login(&e, "carol", "carol-Pw3", "admin"), 0);
+	cr_assert_eq(fresh_login(&e, "alice", "alice-Pw1", "admin"), 18);
+	c = login_client(&e, "carol", "carol-Pw3", "admin", NULL);
+	crud(c, "reload_ok");
+	mongoc_client_destroy(c);
 	env_stop(&e);
 }
 
@@ -518,6 +594,8 @@ Test(client_auth, auth_query_logs_in_users_of_the_backend, .timeout = 120)
 	/* The users file still comes first (no lookup for alice). */
 	fd = raw_connect(e.p);
 	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "alice", "alice-Pw1", "admin", true), 0);
+	close(fd); /* one user per connection (as mongod 6+) */
+	fd = raw_connect(e.p);
 	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_1, "carol", "carol-Pw3", "app", false), 0);
 	cr_assert_eq(proxy_counter(e.p, "auth_query_lookups"), 1);
 	/* Unknown on the backend: 18, logged. */

@@ -17,7 +17,9 @@
  * more than 20 backend connections open (backend_conn_peak); a wrong
  * password and an unknown user get 18; shared mode answers connectionStatus
  * locally and runs users-file users on the proxy's identity as before; a
- * cursor opened as A is unknown once the connection logs in as B; libmongoc
+ * cursor opened as A is unknown once the connection logs in as B, and in
+ * both modes it is killed on the backend, a login as B without logout gets
+ * mongod's 5626701, and currentOp is refused (13) in shared mode only; libmongoc
  * (SCRAM-SHA-256, SCRAM-SHA-1, negotiated; speculative once cached) and raw
  * non-speculative conversations (both mechanisms) run CRUD as the user and
  * the backend's connectionStatus names it. Figures
@@ -702,5 +704,123 @@ Test(per_user, libmongoc_and_raw_logins_with_sha256_and_sha1, .timeout = 150)
 	cr_assert_geq(proxy_counter(e.p, "user_backend_logins"), 1,
 		      "the backend connections did not log in as the user");
 	cr_assert_eq(proxy_counter(e.p, "client_auth_failures"), 0);
+	env_stop(&e);
+}
+
+/* ----------------------------------------------- a change of user (issue 20) */
+
+/* A getMore of one document for cursor `id` of peruser.cur on fd. */
+static void getmore_one(int fd, int64_t id, bson_t *reply)
+{
+	char json[200];
+
+	snprintf(json, sizeof(json),
+		 "{\"getMore\": {\"$numberLong\": \"%" PRId64 "\"}, \"collection\": \"cur\", "
+		 "\"batchSize\": 1}",
+		 id);
+	raw_json(fd, json, reply);
+}
+
+/* A raw connection straight to the backend, logged in as user/pw. */
+static int backend_login(struct env *e, const char *user, const char *pw)
+{
+	int fd = raw_connect_to(e->fe.host, e->fe.port);
+
+	cr_assert(fd >= 0, "cannot connect to the backend");
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, user, pw, "admin", false), 0,
+		     "direct login as %s", user);
+	return fd;
+}
+
+/* The probe (a direct connection as the cursor's backend owner) sees the
+ * cursor alive (alive) or, within a bounded wait, gone with 43. */
+static void probe_cursor(int probe, int64_t id, bool alive, const char *mode)
+{
+	bson_t reply = BSON_INITIALIZER;
+
+	for (int64_t end = h_now_ms() + 15000; h_now_ms() < end; h_sleep_ms(100)) {
+		bson_destroy(&reply);
+		getmore_one(probe, id, &reply);
+		if (alive || h_get_int(&reply, "code", 0) == 43)
+			break;
+	}
+	if (alive)
+		cr_assert(h_get_bool(&reply, "ok"),
+			  "%s: the probe cannot see the open cursor (code %" PRId64 ")", mode,
+			  h_get_int(&reply, "code", -1));
+	else
+		cr_assert_eq(h_get_int(&reply, "code", 0), 43,
+			     "%s: the first user's cursor is still alive on the backend", mode);
+	bson_destroy(&reply);
+}
+
+/* One proxy in `mode`: pca opens a cursor; a login as pcb on the same
+ * connection is refused (mongod's 5626701) and the cursor still serves
+ * pca; after logout + login as pcb, getMore of it gets 43 and it is killed
+ * on the backend (a direct probe as its backend owner gets 43). */
+static void user_change(struct env *e, const char *mode)
+{
+	bool shared = strcmp(mode, "shared") == 0;
+	char more[200];
+	bson_t reply;
+	int64_t id;
+	int fd, probe;
+
+	snprintf(more, sizeof(more), "auth_query = on\nauth_pool_mode = %s\n", mode);
+	proxy_up(e, more);
+	fd = raw_connect(e->p);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "pca", "pca-Pw7", "admin", true), 0);
+	raw_json(fd, "{\"find\": \"cur\", \"batchSize\": 1}", &reply);
+	id = h_get_int(&reply, "cursor.id", 0);
+	bson_destroy(&reply);
+	cr_assert_neq(id, 0, "%s: no cursor left open", mode);
+	/* Session-wide commands: refused on the shared identity, the backend's
+	 * to judge with per_user pools (issue 20, "Also"). */
+	raw_json(fd, "{\"currentOp\": 1}", &reply);
+	cr_assert_eq(h_get_str(&reply, "errmsg") != NULL &&
+			 strstr(h_get_str(&reply, "errmsg"), "one shared identity") != NULL,
+		     shared, "%s: currentOp %s by the proxy", mode,
+		     shared ? "not refused" : "refused");
+	if (shared)
+		cr_assert_eq(h_get_int(&reply, "code", -1), 13);
+	bson_destroy(&reply);
+	probe = shared ? backend_login(e, BE_USER, BE_PASS) : backend_login(e, "pca", "pca-Pw7");
+	probe_cursor(probe, id, true, mode);
+
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "pcb", "pcb-Pw8", "admin", true), 5626701,
+		     "%s: a second user logged in on a logged-in connection", mode);
+	getmore_one(fd, id, &reply);
+	cr_assert(h_get_bool(&reply, "ok"), "%s: the refused login cost pca its cursor", mode);
+	bson_destroy(&reply);
+
+	raw_json(fd, "{\"logout\": 1}", &reply);
+	bson_destroy(&reply);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "pcb", "pcb-Pw8", "admin", true), 0);
+	getmore_one(fd, id, &reply);
+	cr_assert(!h_get_bool(&reply, "ok"), "%s: user pcb continued pca's cursor", mode);
+	cr_assert_eq(h_get_int(&reply, "code", -1), 43, "%s: code %" PRId64, mode,
+		     h_get_int(&reply, "code", -1));
+	bson_destroy(&reply);
+	probe_cursor(probe, id, false, mode);
+	cr_assert(log_contains(e->p, "its user logged out or logged in again with 1 open cursors"),
+		  "%s: the kill is not logged", mode);
+	close(probe);
+	close(fd);
+	proxy_stop(e->p);
+	e->p = NULL;
+}
+
+Test(per_user, cursor_killed_when_the_user_changes_in_both_modes, .timeout = 180)
+{
+	struct env e;
+	bson_error_t err;
+
+	backend_start(&e);
+	create_user(&e, "pca", "pca-Pw7");
+	create_user(&e, "pcb", "pcb-Pw8");
+	for (int i = 0; i < 20; i++)
+		cr_assert(insert_doc(e.admin, "cur", i, "pca", &err), "%s", err.message);
+	user_change(&e, "shared");
+	user_change(&e, "per_user");
 	env_stop(&e);
 }
