@@ -12,7 +12,8 @@
 #            mongodb+srv test's DNS server and network namespace), Node.js + npm, Go >= 1.22
 #            (golang-1.23, to build FerretDB), Rust >= 1.88 (rustc-web + cargo-web,
 #            bookworm-security: the Rust driver), clang + libclang-rt-14-dev
-#            (fuzzing), strace, the pymongo 4 venv (.cache/pymongo4-venv) and
+#            (fuzzing), strace, the pymongo 4 venv ($MONGOPLEX_CACHE, default
+#            .cache: pymongo4-venv) and
 #            tests/drivers/install.sh (the pinned driver matrix)
 #   package  debhelper devscripts lintian fakeroot dpkg-dev systemd man-db
 #   bench    haproxy gnuplot-nox (bench/run.sh)
@@ -156,7 +157,7 @@ fi
 if [ "$do_test" = 1 ]; then
   # A current pymongo (PyPI) beside Debian's 3.11, for the test that checks
   # drivers back off and retry on mongoplex's overload labels (pymongo >= 4.17).
-  venv="$ROOT/.cache/pymongo4-venv"
+  venv="${MONGOPLEX_CACHE:-$ROOT/.cache}/pymongo4-venv"
   if ! "$venv/bin/python" -c "import pymongo; assert pymongo.version == '$PYMONGO4_VERSION'" 2>/dev/null; then
     rm -rf "$venv"
     make_venv() { /usr/bin/python3 -m venv "$venv" && "$venv/bin/pip" install -q "pymongo==$PYMONGO4_VERSION"; }
