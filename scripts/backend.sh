@@ -22,6 +22,7 @@
 #            the printed URI is the TLS one (localhost:TLSPORT, tls=true, tlsCAFile,
 #            tlsCertificateKeyFile); DIR/plain_uri holds the plain one
 #
+# MONGOPLEX_BACKEND_STARTS=FILE: each successful start appends "KIND DIR" to FILE.
 # Artifacts live in ${MONGOPLEX_CACHE:-<repo>/.cache}. Extra JVM flags: MONGOPLEX_JAVA_OPTS.
 # Readiness is checked over the wire with pymongo's `ping` (Debian python3-pymongo);
 # PYTHON may name an interpreter that has pymongo.
@@ -301,6 +302,8 @@ cmd_start() {
          else
            echo "mongodb://${cred}127.0.0.1:$port/$opts" > "$dir/uri"
          fi
+         # One line per server started, for scripts/test.sh's count per pass.
+         [[ -z "${MONGOPLEX_BACKEND_STARTS:-}" ]] || echo "$kind $dir" >> "$MONGOPLEX_BACKEND_STARTS"
          cat "$dir/uri"; return 0 ;;
       2) log "$kind exited during startup (attempt $attempt); last log lines:"
          tail -n 20 "$dir/log" >&2; rm -f "$dir/pid"

@@ -74,10 +74,12 @@ run_ctest() {
   local pass="$1" rc=0 dir
   shift
   dir="$ROOT/$builddir/test-reports/$pass"
-  rm -rf "$dir" && mkdir -p "$dir"
-  (cd "$builddir" && MONGOPLEX_TEST_REPORT_DIR="$dir" \
+  rm -rf "$dir" && mkdir -p "$dir" && : >"$dir/backend-starts"
+  (cd "$builddir" && MONGOPLEX_TEST_REPORT_DIR="$dir" MONGOPLEX_BACKEND_STARTS="$dir/backend-starts" \
      ctest --output-on-failure -j "$jobs" --output-junit "$dir/ctest.xml" "$@") || rc=$?
   python3 scripts/lib/slowest.py 10 "$dir"/*.xml || true
+  echo "== test servers started by the tests of this pass: $(wc -l <"$dir/backend-starts")" \
+    "($(awk '{print $1}' "$dir/backend-starts" | sort | uniq -c | awk '{printf "%s%s %s", s, $1, $2; s=", "}'))"
   return "$rc"
 }
 
