@@ -234,8 +234,10 @@ rc=0
 timed "scripts/demo.sh" "$LOGDIR/demo.log" in_root "cd $CLONE && scripts/demo.sh" || rc=1
 sed -n '/^What this run shows/,$p' "$LOGDIR/demo.log" | sed 's/^/    /'
 timed "scripts/test.sh" "$LOGDIR/test.log" in_root "cd $CLONE && scripts/test.sh" || rc=1
-grep -aE '^== (suite|integration suite|FerretDB pass|scripts/test.sh)|tests passed|tests failed|Total Test time|\*\*\*Failed|\(Failed\)|\(Timeout\)' \
+grep -aE '^== (suite|integration suite|FerretDB pass|scripts/test.sh|test servers)|tests passed|tests failed|Total Test time|\*\*\*Failed|\(Failed\)|\(Timeout\)' \
   "$LOGDIR/test.log" | sed 's/^/    /' || true
+# Each pass's slowest tests (scripts/test.sh prints them after its ctest run).
+sed -n '/^== the [0-9]* slowest/,/^== test servers/{/^== test servers/!p}' "$LOGDIR/test.log" | sed 's/^/    /' || true
 grep -a '^install-deps:' "$LOGDIR/demo.log" "$LOGDIR/test.log" | sed 's/^/    /' || true
 
 echo
