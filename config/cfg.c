@@ -188,9 +188,9 @@ static const struct cfg_key keys[] = {
      "client is its logged-in user, else the application name of its hello, else the one "
      "connection. Beyond it a connection's next cursor or transaction runs on one of its own "
      "pinned connections (after what runs there); a cursor opened on a connection with no "
-     "pin of its own is killed and gets a retryable 462. All pins of a pool together never "
-     "take more than pool_size - 1 connections. 2 lets a client iterate one cursor while it "
-     "runs a transaction or a nested cursor."},
+     "pin of its own is killed on the backend and waits for room (queue_timeout_ms). All "
+     "pins of a pool together never take more than pool_size - 1 connections. 2 lets a "
+     "client iterate one cursor while it runs a transaction or a nested cursor."},
     {"lb_pin_idle_timeout_ms", CFG_INT, OFF(lb_pin_idle_timeout_ms), "60000", 0, INT64_C(86400000),
      true, "admission",
      "Load-balanced clients: a connection pinned to cursors that has run nothing for this "

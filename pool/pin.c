@@ -7,10 +7,12 @@
  *        identity or pool at its bound, this connection has a pin
  *                               ─▶ queued on its least busy pin
  *        otherwise ─▶ the pool's ordinary path, no pin reserved
+ *        (no room at submit: a copy of the message is kept, retry_msg)
  *   its reply ─▶ pin_on_reply: cursor id 0 ─▶ released as usual
  *        id != 0, bounds allow ─▶ pin_new: that connection becomes the pin
- *        id != 0, no room ─▶ cursor killed there (owner-less pin), the
- *                            client gets 462
+ *        id != 0, no room ─▶ cursor killed there (owner-less pin); with a
+ *                            copy: re-submitted wanting a pin (waits for
+ *                            room as a transaction does); else 462
  *   startTransaction (PIN_OP_TXN_START|WANT) ─▶ waits for room in the pool's
  *        queue (pin_may_dispatch); pin_started pins the server that runs it
  *   reply on a pin ─▶ cursor id != 0 kept, id 0 / 43 / killed / txn end
@@ -60,6 +62,8 @@ struct pin {
 	struct pin_item *items;
 	int nitems, cap;
 	struct request_queue waiting; /* REQ_QUEUED, req->pin == this */
+	struct request *rerun;	      /* REQ_NEW, its cursor found no room: re-submitted
+					 after this exchange (pin_after_exchange) */
 	bool held;		      /* has held a cursor or transaction (counted) */
 	bool expiring;		      /* pin_janitor: idle too long, to be expired */
 	/* the owner's identity when pinned (owner ops `identity`); "": unknown,
@@ -206,6 +210,8 @@ void pin_note_free(struct pin_note *n)
 		return;
 	if (n->lsid != NULL)
 		bson_destroy(n->lsid);
+	if (n->retry_msg != NULL)
+		evbuffer_free(n->retry_msg);
 	free(n);
 }
 
@@ -256,6 +262,27 @@ static bool owner_room(const struct request_owner *o)
 	return identity_pins(o, id, sizeof(id)) < g.cfg.lb_max_pinned_per_client;
 }
 
+/* Why o may not keep one more pin of p; false: it may. */
+static bool no_room(const struct request_owner *o, const struct pool *p, char *why, size_t len)
+{
+	char id[PIN_IDENTITY_MAX];
+	int n = identity_pins(o, id, sizeof(id));
+
+	if (n >= g.cfg.lb_max_pinned_per_client)
+		snprintf(why, len,
+			 "%s already holds %d pinned connections (lb_max_pinned_per_client = "
+			 "%" PRId64 ")",
+			 id[0] != '\0' ? id : "this connection", n, g.cfg.lb_max_pinned_per_client);
+	else if (!pool_room(p))
+		snprintf(why, len,
+			 "%d of %s's pool_size = %" PRId64 " connections are pinned (at most "
+			 "pool_size - 1)",
+			 pin_pool_count(p), pool_name(p), g.cfg.pool_size);
+	else
+		return false;
+	return true;
+}
+
 bool pin_may_dispatch(const struct request *req, const struct pool *p)
 {
 	return !wants(req) || req->owner == NULL || (pool_room(p) && owner_room(req->owner));
@@ -269,17 +296,16 @@ bool pin_blocked(const struct request *req)
 
 void pin_refuse_timeout(struct request *req)
 {
-	char msg[400];
+	char why[300], msg[600];
 
 	STAT_INC(lb_pin_refusals);
+	if (req->owner == NULL || !no_room(req->owner, req->pool, why, sizeof(why)))
+		snprintf(why, sizeof(why), "no pinned connection ended");
 	snprintf(msg, sizeof(msg),
-		 "mongoplex: load-balanced %s needs a backend connection of its own and %d of "
-		 "%s's pool_size = %" PRId64 " connections are pinned (at most pool_size - 1; "
-		 "lb_max_pinned_per_client = %" PRId64 "); waited queue_timeout_ms = %" PRId64
-		 " ms, retry later",
-		 (req->pin_note->op & PIN_OP_TXN_START) ? "transaction" : "cursor",
-		 pin_pool_count(req->pool), pool_name(req->pool), g.cfg.pool_size,
-		 g.cfg.lb_max_pinned_per_client, g.cfg.queue_timeout_ms);
+		 "mongoplex: load-balanced %s needs a backend connection of its own and %s; "
+		 "waited queue_timeout_ms = %" PRId64 " ms, retry later",
+		 (req->pin_note->op & PIN_OP_TXN_START) ? "transaction" : "cursor", why,
+		 g.cfg.queue_timeout_ms);
 	req->ops->error(req, MP_ERR(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED), msg,
 			MP_ERR_LABELS(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED));
 }
@@ -381,6 +407,19 @@ static struct pin *least_busy(const struct request_owner *o)
 	return best;
 }
 
+/* A cursor-opening command submitted with no room for a new pin: keep its
+ * message, so that it can wait for room if its reply opens a cursor. */
+static void keep_retry_copy(struct request *req)
+{
+	struct pin_note *n = req->pin_note;
+	size_t len = req->msg != NULL ? evbuffer_get_length(req->msg) : 0;
+
+	if (n->retry_msg != NULL || len == 0 || len > PIN_RETRY_MAX_BYTES)
+		return;
+	n->retry_msg = xevbuffer_new();
+	evbuffer_add(n->retry_msg, evbuffer_pullup(req->msg, -1), len);
+}
+
 bool pin_submit(struct request *req, struct pool *p)
 {
 	struct pin *pin = req->pin;
@@ -396,6 +435,8 @@ bool pin_submit(struct request *req, struct pool *p)
 	if (pin == NULL) {
 		if (wants(req) && !pin_may_dispatch(req, p))
 			STAT_INC(lb_pin_waits);
+		if (may_open(req) && req->owner != NULL && no_room(req->owner, p, NULL, 0))
+			keep_retry_copy(req);
 		return false;
 	}
 	enqueue(pin, req);
@@ -532,30 +573,31 @@ static void read_reply(const bson_t *body, struct reply_info *r)
 
 static void queue_kill(struct pin *pin, int64_t id, const char *ns);
 
-/* Why o may not keep one more pin of p; false: it may. */
-static bool no_room(const struct request_owner *o, const struct pool *p, char *why, size_t len)
+/* Its reply dropped, `req` runs again wanting a pin of its own (it waits for
+ * room in the pool's queue, like a transaction) once `pin`'s kill is sent. */
+static void rerun_later(struct pin *pin, struct request *req)
 {
-	char id[PIN_IDENTITY_MAX];
-	int n = identity_pins(o, id, sizeof(id));
+	struct pin_note *n = req->pin_note;
 
-	if (n >= g.cfg.lb_max_pinned_per_client)
-		snprintf(why, len,
-			 "%s already holds %d pinned connections (lb_max_pinned_per_client = "
-			 "%" PRId64 ")",
-			 id[0] != '\0' ? id : "this connection", n, g.cfg.lb_max_pinned_per_client);
-	else if (!pool_room(p))
-		snprintf(why, len,
-			 "%d of %s's pool_size = %" PRId64 " connections are pinned (at most "
-			 "pool_size - 1)",
-			 pin_pool_count(p), pool_name(p), g.cfg.pool_size);
-	else
-		return false;
-	return true;
+	evbuffer_drain(req->msg, evbuffer_get_length(req->msg));
+	evbuffer_add_buffer(req->msg, n->retry_msg);
+	evbuffer_free(n->retry_msg);
+	n->retry_msg = NULL;
+	n->op |= PIN_OP_WANT;
+	req->server = NULL;
+	request_set_state(req, REQ_NEW, NULL);
+	pin->rerun = req;
+	server_debug(pin->server,
+		     "C-%" PRIu64 "'s cursor found no pin slot: killed, R-%" PRIu64
+		     " waits for room",
+		     req->owner->id, req->id);
 }
 
 /* An ordinary exchange's reply left cursor r->id open on `s`: `s` becomes
- * the client's pin when the bounds allow; otherwise the cursor is killed on
- * `s` and the client gets 462 (false: the reply was answered here). */
+ * the client's pin when the bounds allow. Otherwise the cursor is killed on
+ * `s` and the reply dropped: the command runs again wanting a pin when a
+ * copy of it was kept, else the client gets 462 (false: not to be
+ * delivered). */
 static bool open_on_reply(struct server *s, struct request *req, const struct reply_info *r)
 {
 	char why[300], msg[500];
@@ -572,6 +614,10 @@ static bool open_on_reply(struct server *s, struct request *req, const struct re
 	queue_kill(pin, r->id, r->ns);
 	if (req->owner == NULL) {
 		request_done(req); /* its client left meanwhile */
+		return false;
+	}
+	if (req->pin_note->retry_msg != NULL) {
+		rerun_later(pin, req);
 		return false;
 	}
 	STAT_INC(lb_pin_refusals);
@@ -640,7 +686,19 @@ static void take_waiters(struct pin *pin, struct request_list *moved)
 	}
 }
 
+static void after_exchange(struct server *s);
+
 void pin_after_exchange(struct server *s)
+{
+	struct request *rerun = s->pin->rerun;
+
+	s->pin->rerun = NULL;
+	after_exchange(s);
+	if (rerun != NULL)
+		pool_submit(rerun); /* its cursor found no room: wants a pin now */
+}
+
+static void after_exchange(struct server *s)
 {
 	struct pin *pin = s->pin;
 	struct request_list moved = TAILQ_HEAD_INITIALIZER(moved);
@@ -671,6 +729,11 @@ void pin_server_closed(struct server *s)
 
 	if (pin == NULL)
 		return;
+	if ((req = pin->rerun) != NULL) {
+		pin->rerun = NULL;
+		req->ops->network_error(req, MP_ERR(HOST_UNREACHABLE),
+					"the backend connection closed");
+	}
 	while ((req = TAILQ_FIRST(&pin->waiting.list)) != NULL) {
 		request_set_state(req, REQ_NEW, NULL);
 		req->pin = NULL;

@@ -22,12 +22,14 @@
  *    else. A cursor or transaction of a connection that has a pin, beyond a
  *    bound, runs on one of its own pins (queued behind its exchange there). A
  *    cursor opened on an ordinary connection with no room left is killed
- *    there and the client gets 462 with the overload labels (a read: retrying
- *    is safe). A startTransaction with no room waits in the pool's queue
- *    (skipped, keeping its place) until a pin ends, and after
- *    queue_timeout_ms gets 462 (nothing was sent). Never a deadlock: every
- *    waiter either gets a pin freed by an exchange that is running or idle on
- *    a client's pin, or times out.
+ *    there (its reply dropped) and the command waits, as a startTransaction
+ *    with no room does, in the pool's queue (skipped, keeping its place)
+ *    until a pin ends, then runs again with its pin reserved; after
+ *    queue_timeout_ms it gets 462 with the overload labels (a read, or
+ *    nothing sent: retrying is safe). A command over PIN_RETRY_MAX_BYTES, or
+ *    one that met room at submit and lost it by its reply, gets the 462 at
+ *    once. Never a deadlock: every waiter either gets a pin freed by an
+ *    exchange that is running or idle on a client's pin, or times out.
  *  - A cursor pin idle (nothing running or waiting) past
  *    lb_pin_idle_timeout_ms expires (janitor): its cursors are killed on it,
  *    it goes back to the pool, and the owner's getMore gets 43 saying so.
@@ -67,7 +69,13 @@ struct pin_note {
 	int64_t cursor; /* PIN_OP_GETMORE / KILL: the (first) cursor id */
 	bson_t *lsid;	/* transaction commands: the session id document */
 	int64_t txn_number;
+	/* PIN_OP_OPEN submitted with no room for a new pin: a copy of its
+	 * message (at most PIN_RETRY_MAX_BYTES), to run it again with a pin
+	 * reserved if its reply leaves a cursor open; NULL: none kept */
+	struct evbuffer *retry_msg;
 };
+
+#define PIN_RETRY_MAX_BYTES 16384
 
 /* The client's first hello: is it load-balanced? */
 void pin_note_hello(struct request_owner *o, const bson_t *hello);

@@ -14,11 +14,12 @@
  *                        pin released on exhaustion
  *   release_kill_close   killCursors of a destroyed cursor, and the kill the
  *                        proxy sends when an LB client closes, on the pin
- *   starvation           pool_size 3 (2 pins at most), 3 LB clients, 6 cursors
+ *   starvation           pool_size 3 (2 pins at most), 3 LB clients, 7 cursors
  *                        (the mongobetween pinning-starvation case): a client
  *                        at its bound shares its own pin, one with no pin
- *                        opening a cursor is refused with 462 (cursor killed),
- *                        and gets its pin once one ends; plain clients keep
+ *                        (its cursor killed on the spare connection) waits and
+ *                        is refused with 462 after queue_timeout_ms, or gets
+ *                        its pin when one ends; plain clients keep
  *                        working throughout; everything completes
  *   identity_bound       one client identity (application name) with three
  *                        connections and idle cursors holds at most
@@ -26,7 +27,8 @@
  *                        one-document find, a find whose reply closes its
  *                        cursor and a startTransaction all run at once, the
  *                        finds without pinning; the identity's pinless
- *                        connection's cursor is killed and refused (462)
+ *                        connection's cursor is killed on its connection, waits
+ *                        for room and gets 462 after queue_timeout_ms
  *   idle_expiry          a cursor pin idle past lb_pin_idle_timeout_ms: its
  *                        cursor is killed on its connection, the pin released,
  *                        the getMore gets 43 with the reason; a transaction's
@@ -42,6 +44,7 @@
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -284,6 +287,41 @@ Test(lbpin, release_kill_close, .timeout = 120)
 	fake_stop(f);
 }
 
+/* A worker's find on an LB client (no criterion calls in threads). */
+struct waiter {
+	mongoc_client_t *c;
+	int conn, docs;
+	bool ok;
+	char err[256];
+};
+
+static void *waiter_main(void *arg)
+{
+	struct waiter *w = arg;
+	mongoc_collection_t *col = mongoc_client_get_collection(w->c, "lb", "pin_w");
+	bson_t filter = BSON_INITIALIZER;
+	mongoc_cursor_t *cur = mongoc_collection_find_with_opts(col, &filter, NULL, NULL);
+	const bson_t *doc;
+	bson_error_t err;
+
+	w->conn = -1;
+	w->ok = true;
+	while (mongoc_cursor_next(cur, &doc)) {
+		if (w->conn < 0)
+			w->conn = doc_conn(doc);
+		else if (doc_conn(doc) != w->conn)
+			w->ok = false;
+		w->docs++;
+	}
+	if (mongoc_cursor_error(cur, &err)) {
+		w->ok = false;
+		snprintf(w->err, sizeof(w->err), "%s", err.message);
+	}
+	mongoc_cursor_destroy(cur);
+	mongoc_collection_destroy(col);
+	return NULL;
+}
+
 Test(lbpin, starvation, .timeout = 180)
 {
 	struct fake *f = lb_fake();
@@ -291,8 +329,10 @@ Test(lbpin, starvation, .timeout = 180)
 	struct proxy *p = lb_proxy(f, 3, "queue_timeout_ms = 5000\n");
 	mongoc_client_t *a = lb_client(p, "lb-a"), *b = lb_client(p, "lb-b");
 	mongoc_client_t *cc = lb_client(p, "lb-c"), *plain = h_proxy_client(p, "lb-plain");
-	mongoc_cursor_t *a1, *a2, *a3, *b1, *c1;
-	int ca1, ca2, ca3, cb1, cc1;
+	mongoc_cursor_t *a1, *a2, *a3, *b1;
+	int ca1, ca2, ca3, cb1;
+	struct waiter w = {.c = cc};
+	pthread_t thr;
 	bson_error_t err;
 	struct fake_pin_stats st;
 
@@ -308,7 +348,7 @@ Test(lbpin, starvation, .timeout = 180)
 		plain_count_ok(plain, "plain client while the pins are full");
 		plain_count_ok(b, "LB client's count while the pins are full");
 	}
-	/* b has no pin and the pool has no room: its cursor is killed, 462 */
+	/* b has no pin and the pool has no room: refused after queue_timeout_ms */
 	b1 = open_cursor(b, "pin_b1", &cb1);
 	cr_assert_eq(cb1, -1, "b's cursor got a connection beyond pool_size - 1 pins");
 	cr_assert(mongoc_cursor_error(b1, &err));
@@ -316,23 +356,31 @@ Test(lbpin, starvation, .timeout = 180)
 	cr_assert(strstr(err.message, "pinned") != NULL, "unclear refusal: %s", err.message);
 	cr_assert(ca1 != ca2, "a's two cursors share connection %d", ca1);
 	cr_assert_eq(stat_of(p, "counters.lb_pin_shared"), 1);
-	wait_stat(p, "gauges.lb_pinned_connections", 2); /* b's kill ran, its connection back */
+	cr_assert_eq(stat_of(p, "gauges.lb_pinned_connections"), 2);
 	cr_log_info("starvation: refusal: %s", err.message);
 	mongoc_cursor_destroy(b1);
 	cr_assert_geq(stat_of(p, "counters.lb_pin_refusals"), 1);
-	/* a's first pin ends (a1 and a3 drained): c gets that room */
-	plain_count_ok(plain, "plain client while the pins are full");
+	/* c waits for a pin; a's first cursor ends and c gets its connection */
+	pthread_create(&thr, NULL, waiter_main, &w);
+	{
+		int64_t t0 = h_now_ms();
+
+		while (stat_of(p, "gauges.requests_waiting") < 1) {
+			cr_assert(h_now_ms() - t0 < 4500, "c's find never waited for a pin");
+			h_sleep_ms(5);
+		}
+	}
+	plain_count_ok(plain, "plain client while c waits");
 	cr_assert_eq(drain(a1, ca1, "a1") + drain(a3, ca3, "a3"), 2 * (FAKE_PIN_DOCS - 1));
-	wait_stat(p, "gauges.lb_pinned_connections", 1);
-	c1 = open_cursor(cc, "pin_c1", &cc1);
-	cr_assert_geq(cc1, 1, "c's cursor after a pin ended");
-	cr_assert_eq(drain(c1, cc1, "c1"), FAKE_PIN_DOCS - 1);
+	pthread_join(thr, NULL);
+	cr_assert(w.ok, "c's cursor: %s (connection %d, %d docs)", w.err, w.conn, w.docs);
+	cr_assert_eq(w.docs, FAKE_PIN_DOCS);
 	cr_assert_eq(drain(a2, ca2, "a2"), FAKE_PIN_DOCS - 1);
 	mongoc_cursor_destroy(a1);
 	mongoc_cursor_destroy(a2);
 	mongoc_cursor_destroy(a3);
-	mongoc_cursor_destroy(c1);
 	wait_stat(p, "gauges.lb_pinned_connections", 0);
+	cr_assert_geq(stat_of(p, "counters.lb_pin_waits"), 1);
 	fake_pin_stats(&st);
 	cr_assert_eq(st.getmores_wrong_conn, 0);
 	cr_log_info("starvation: pins opened %lld, shared %lld, waits %lld, refusals %lld",
@@ -624,7 +672,7 @@ Test(lbpin, identity_bound, .timeout = 120)
 	struct fake *f = lb_fake();
 	/* pool_size 4: at most 3 pins; one identity at most 2 (the default).
 	 * queue_timeout_ms bounds how long a build without the bound waits. */
-	struct proxy *p = lb_proxy(f, 4, "queue_timeout_ms = 3000\n");
+	struct proxy *p = lb_proxy(f, 4, "queue_timeout_ms = 1500\n");
 	mongoc_client_t *h1 = lb_client(p, "lb-hog"), *h2 = lb_client(p, "lb-hog");
 	mongoc_client_t *h3 = lb_client(p, "lb-hog"), *other = lb_client(p, "lb-other");
 	bson_t *lsid = new_lsid(3);
@@ -660,8 +708,8 @@ Test(lbpin, identity_bound, .timeout = 120)
 	cr_assert_eq(stat_of(p, "gauges.lb_pinned_connections"), 2,
 		     "one client identity holds more than lb_max_pinned_per_client pins");
 
-	/* the hog's pinless connection: one-document finds run, a cursor is
-	 * killed on its connection and refused */
+	/* the hog's pinless connection: one-document finds run; a cursor is
+	 * killed on its connection, waits for room and is refused */
 	cr_assert_eq(find_all(h3, "pin_one", "{\"limit\": 1}", &err), 1, "%s", err.message);
 	cr_assert_eq(find_all(h3, "pin_h4", NULL, &err), -1, "a third pin for one identity");
 	cr_assert_eq(err.code, 462, "refusal: code %u: %s", err.code, err.message);
