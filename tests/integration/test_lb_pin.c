@@ -33,6 +33,9 @@
  *                        cursor is killed on its connection, the pin released,
  *                        the getMore gets 43 with the reason; a transaction's
  *                        pin stays and commits
+ *   identity_user        with client authentication the identity is the user:
+ *                        three connections of one user under three application
+ *                        names hold at most lb_max_pinned_per_client pins
  *   txn_pinned           a transaction on raw sockets: every statement and the
  *                        commit on the connection that started it; a client
  *                        closing mid-transaction gets abortTransaction there
@@ -48,8 +51,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "config/users.h"
 #include "fake_backend.h"
 #include "fake_pin.h"
 #include "harness.h"
@@ -791,4 +796,77 @@ Test(lbpin, idle_expiry, .timeout = 120)
 	mongoc_client_destroy(c);
 	proxy_stop(p);
 	fake_stop(f);
+}
+
+/* A users file with db.user / pw (mode 0600) in a new directory `dir`. */
+static void users_file(char *dir, const char *dbuser, const char *pw, char *path, size_t len)
+{
+	char line[2048], err[256];
+	FILE *f;
+
+	cr_assert(mkdtemp(dir) != NULL, "mkdtemp %s", dir);
+	cr_assert(users_format_line(dbuser, pw, line, sizeof(line), err, sizeof(err)), "%s", err);
+	snprintf(path, len, "%s/users", dir);
+	f = fopen(path, "w");
+	cr_assert(f != NULL);
+	fprintf(f, "%s\n", line);
+	fclose(f);
+	chmod(path, 0600);
+}
+
+static mongoc_client_t *lb_login(struct proxy *p, const char *app)
+{
+	char uri[300];
+	mongoc_client_t *c;
+
+	snprintf(uri, sizeof(uri),
+		 "mongodb://bob:bob-Pw2@127.0.0.1:%d/?loadBalanced=true&authSource=app", p->port);
+	c = h_client_uri(uri, app);
+	cr_assert(c != NULL, "libmongoc refused %s", uri);
+	return c;
+}
+
+/* With client authentication the identity is the user, whatever application
+ * names its connections give. */
+Test(lbpin, identity_user, .timeout = 120)
+{
+	struct fake *f = lb_fake();
+	char dir[] = "/tmp/mp-lbuser-XXXXXX", users[300], more[600], rm[400];
+	struct proxy *p;
+	mongoc_client_t *u1, *u2, *u3;
+	mongoc_cursor_t *c1, *c2;
+	int ch1, ch2;
+	bson_error_t err;
+
+	users_file(dir, "app.bob", "bob-Pw2", users, sizeof(users));
+	snprintf(more, sizeof(more),
+		 "auth_mode = scram\nauth_users_file = %s\nauth_pool_mode = shared\n"
+		 "auth_stats_unauthenticated = on\n"
+		 "queue_timeout_ms = 1000\n",
+		 users);
+	p = lb_proxy(f, 4, more);
+	u1 = lb_login(p, "lb-u1");
+	u2 = lb_login(p, "lb-u2");
+	u3 = lb_login(p, "lb-u3");
+	c1 = open_cursor(u1, "pin_u1", &ch1);
+	c2 = open_cursor(u2, "pin_u2", &ch2);
+	cr_assert(ch1 >= 1 && ch2 >= 1, "bob's cursors: %d %d", ch1, ch2);
+	cr_assert_eq(find_all(u3, "pin_one", "{\"limit\": 1}", &err), 1, "%s", err.message);
+	cr_assert_eq(find_all(u3, "pin_u3", NULL, &err), -1,
+		     "a third pin for one user (under another application name)");
+	cr_assert_eq(err.code, 462, "refusal: code %u: %s", err.code, err.message);
+	cr_assert(strstr(err.message, "user app.bob") != NULL, "unclear refusal: %s", err.message);
+	cr_log_info("identity_user: %s", err.message);
+	wait_stat(p, "gauges.lb_pinned_connections", 2);
+	cr_assert_eq(drain(c1, ch1, "c1") + drain(c2, ch2, "c2"), 2 * (FAKE_PIN_DOCS - 1));
+	wait_stat(p, "gauges.lb_pinned_connections", 0);
+	mongoc_cursor_destroy(c1);
+	mongoc_cursor_destroy(c2);
+	mongoc_client_destroy(u1);
+	mongoc_client_destroy(u2);
+	mongoc_client_destroy(u3);
+	proxy_stop(p);
+	fake_stop(f);
+	snprintf(rm, sizeof(rm), "rm -rf %s", dir);
+	cr_assert_eq(system(rm), 0);
 }
