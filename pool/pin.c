@@ -273,7 +273,7 @@ static bool no_room(const struct request_owner *o, const struct pool *p, char *w
 			 "%s already holds %d pinned connections (lb_max_pinned_per_client = "
 			 "%" PRId64 ")",
 			 id[0] != '\0' ? id : "this connection", n, g.cfg.lb_max_pinned_per_client);
-	else if (!pool_room(p))
+	else if (p != NULL && !pool_room(p))
 		snprintf(why, len,
 			 "%d of %s's pool_size = %" PRId64 " connections are pinned (at most "
 			 "pool_size - 1)",
