@@ -313,9 +313,10 @@ void pin_refuse_timeout(struct request *req)
 /* ---- expired pins ----------------------------------------------------- */
 
 /* Cursors killed because their pin sat idle past lb_pin_idle_timeout_ms, so
- * the owner's next getMore of one gets 43 with the reason. Rules: a ring,
- * the oldest entry overwritten (its getMore then gets the backend's own
- * 43); an entry (id 0: free) leaves when that getMore is answered. */
+ * the owner's next getMore of one gets 43 with the reason, and its close
+ * sends no second kill (pin_holds_cursor). Rules: a ring; an entry leaves
+ * only when overwritten (a getMore of that cursor then gets the backend's
+ * own 43). */
 #define PIN_EXPIRED_MAX 256
 
 static struct {
@@ -344,12 +345,10 @@ static bool expired_refuse(struct request *req)
 {
 	const struct pin_note *n = req->pin_note;
 	char msg[400];
-	int i;
 
 	if (req->owner == NULL || req->pin != NULL || !(n->op & PIN_OP_GETMORE) ||
-	    (i = expired_find(req->owner->id, n->cursor)) < 0)
+	    expired_find(req->owner->id, n->cursor) < 0)
 		return false;
-	expired[i].id = 0;
 	snprintf(msg, sizeof(msg),
 		 "mongoplex: load-balanced cursor %" PRId64 " expired: its pinned backend "
 		 "connection was idle longer than lb_pin_idle_timeout_ms = %" PRId64
