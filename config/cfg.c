@@ -184,11 +184,19 @@ static const struct cfg_key keys[] = {
     {"lb_max_pinned_per_client", CFG_INT, OFF(lb_max_pinned_per_client), "2", 1, 100000, true,
      "admission",
      "Load-balanced clients (loadBalanced=true): backend connections one client may hold "
-     "pinned for its cursors and transactions at once. Beyond it its next cursor or "
-     "transaction runs on one of its own pinned connections (after what runs there). All "
+     "pinned for its open cursors and transactions at once, over all its connections. A "
+     "client is its logged-in user, else the application name of its hello, else the one "
+     "connection. Beyond it a connection's next cursor or transaction runs on one of its own "
+     "pinned connections (after what runs there); a cursor opened on a connection with no "
+     "pin of its own is killed on the backend and waits for room (queue_timeout_ms). All "
      "pins of a pool together never take more than pool_size - 1 connections. 2 lets a "
-     "client iterate one cursor while it runs a transaction or a nested cursor, and keeps "
-     "one client from holding many connections."},
+     "client iterate one cursor while it runs a transaction or a nested cursor."},
+    {"lb_pin_idle_timeout_ms", CFG_INT, OFF(lb_pin_idle_timeout_ms), "60000", 0, INT64_C(86400000),
+     true, "admission",
+     "Load-balanced clients: a connection pinned to cursors that has run nothing for this "
+     "long is released: the proxy kills its cursors on the backend and the client's next "
+     "getMore gets 43 CursorNotFound saying why. Transactions keep their pin until commit, "
+     "abort or close. 0: pins never expire."},
     {"query_timeout_ms", CFG_INT, OFF(query_timeout_ms), "0", 0, INT64_C(86400000), true,
      "admission",
      "A backend exchange running longer than this is abandoned: the request gets an error "

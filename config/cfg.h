@@ -68,6 +68,7 @@ struct cfg {
 	int64_t queue_timeout_ms;
 	int64_t query_timeout_ms;
 	int64_t lb_max_pinned_per_client;
+	int64_t lb_pin_idle_timeout_ms;
 	int64_t client_idle_timeout_ms;
 	int64_t client_read_timeout_ms;
 	/* lifecycle */

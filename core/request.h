@@ -104,6 +104,10 @@ struct request_owner_ops {
 	void (*send)(struct request_owner *o, struct request *req, struct evbuffer *msg);
 	/* One of its requests finished: resume reading (deferred). */
 	void (*finished)(struct request_owner *o);
+	/* Who it is, for bounds shared by the connections of one client
+	 * (pool/pin.c): "user db.name" once logged in, else "app NAME" from its
+	 * hello; false: unknown (it counts alone). */
+	bool (*identity)(const struct request_owner *o, char *out, size_t len);
 };
 
 /* Rules: `requests` holds every request of the owner in arrival order until

@@ -80,8 +80,9 @@
 	X(lb_pins_opened, "Backend connections pinned to a load-balanced cursor or transaction")   \
 	X(lb_pin_shared, "LB cursors/transactions run on a client's existing pin (at a bound)")    \
 	X(lb_pin_waits, "LB requests that waited for a pin (pool at pool_size - 1 pins)")          \
-	X(lb_pin_refusals, "LB requests refused after queue_timeout_ms waiting for a pin")         \
-	X(lb_pin_cleanups, "killCursors/abortTransaction sent on pins of closed LB clients")       \
+	X(lb_pin_refusals, "LB cursors/transactions refused for want of a pin slot (462)")         \
+	X(lb_pin_cleanups, "killCursors/abortTransaction the proxy sent on LB pins")               \
+	X(lb_pins_expired, "LB cursor pins released after lb_pin_idle_timeout_ms idle")            \
 	X(compress_refused, "OP_COMPRESSED messages refused (corrupt, oversized, not enabled)")    \
 	X(backend_compressed_requests, "Requests compressed by the proxy towards a backend")       \
 	X(backend_compressed_replies, "OP_COMPRESSED replies received from a backend")             \

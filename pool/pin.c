@@ -1,17 +1,27 @@
 /*
  * pin.c — load-balanced mode: cursors and transactions pinned to one
- * backend connection, bounded per client and per pool (rules in pin.h).
+ * backend connection, bounded per client identity and per pool (rules in
+ * pin.h).
  *
- *   LB client's find ─▶ pin_route (PIN_OP_OPEN|WANT) ─▶ pool_submit ─▶ pin_submit
- *        bounds allow a new pin ─▶ the pool's ordinary path; pin_started
- *                                  pins the server that runs it
- *        client at lb_max_pinned_per_client ─▶ queued on its least busy pin
- *        pool at pool_size - 1 pins, client has none ─▶ pool queue, skipped
- *                                  (pin_may_dispatch) until a pin ends
- *   reply ─▶ pin_on_reply: cursor id != 0 kept, id 0 / 43 / killed / txn
- *            end dropped ─▶ server_release ─▶ pin_after_exchange: next
- *            waiter, stay pinned (idle), or release to the pool when empty
+ *   LB client's find ─▶ pin_route (PIN_OP_OPEN) ─▶ pool_submit ─▶ pin_submit
+ *        identity or pool at its bound, this connection has a pin
+ *                               ─▶ queued on its least busy pin
+ *        otherwise ─▶ the pool's ordinary path, no pin reserved
+ *        (no room at submit: a copy of the message is kept, retry_msg)
+ *   its reply ─▶ pin_on_reply: cursor id 0 ─▶ released as usual
+ *        id != 0, bounds allow ─▶ pin_new: that connection becomes the pin
+ *        id != 0, no room ─▶ cursor killed there (owner-less pin); with a
+ *                            copy: re-submitted wanting a pin (waits for
+ *                            room as a transaction does); else 462
+ *   startTransaction (PIN_OP_TXN_START|WANT) ─▶ waits for room in the pool's
+ *        queue (pin_may_dispatch); pin_started pins the server that runs it
+ *   reply on a pin ─▶ cursor id != 0 kept, id 0 / 43 / killed / txn end
+ *        dropped ─▶ server_release ─▶ pin_after_exchange: next waiter, stay
+ *        pinned (idle), or release to the pool when empty
  *   getMore / txn command ─▶ pin_route finds the pin ─▶ its queue
+ *   janitor ─▶ pin_janitor: a cursor pin idle past lb_pin_idle_timeout_ms is
+ *        detached, its cursors killed on it and remembered (expired ring):
+ *        the owner's getMore then gets 43 with the reason
  */
 #include "pool/pin.h"
 
@@ -37,9 +47,12 @@ struct pin_item {
 	bson_t *lsid;
 };
 
+#define PIN_IDENTITY_MAX 400
+
 /* A pinned connection. Rules: on `all` while it exists; on its owner's
- * `pins` while the owner is there (owner NULL: its client closed, the
- * cleanup requests run, then it is freed); `server->pin` points back. */
+ * `pins` while the owner is there (owner NULL: its client closed, its pin
+ * expired or its cursor found no room; the cleanup requests run, then it is
+ * freed); `server->pin` points back. */
 struct pin {
 	TAILQ_ENTRY(pin) owner_link;
 	TAILQ_ENTRY(pin) all_link;
@@ -49,7 +62,13 @@ struct pin {
 	struct pin_item *items;
 	int nitems, cap;
 	struct request_queue waiting; /* REQ_QUEUED, req->pin == this */
+	struct request *rerun;	      /* REQ_NEW, its cursor found no room: re-submitted
+					 after this exchange (pin_after_exchange) */
 	bool held;		      /* has held a cursor or transaction (counted) */
+	bool expiring;		      /* pin_janitor: idle too long, to be expired */
+	/* the owner's identity when pinned (owner ops `identity`); "": unknown,
+	 * the pin counts for its own connection only */
+	char identity[PIN_IDENTITY_MAX];
 };
 
 TAILQ_HEAD(pin_list, pin);
@@ -179,9 +198,7 @@ void pin_route(struct request *req, const bson_t *body, bool in_txn)
 				req->pin = find_pin(o, n, false);
 		}
 	} else if (opens_cursor(req->cmd)) {
-		n->op |= PIN_OP_OPEN;
-		if (req->pin == NULL)
-			n->op |= PIN_OP_WANT;
+		n->op |= PIN_OP_OPEN; /* pinned only if its reply leaves a cursor open */
 	}
 	if (req->pin != NULL)
 		n->op &= ~(unsigned)PIN_OP_WANT;
@@ -193,6 +210,8 @@ void pin_note_free(struct pin_note *n)
 		return;
 	if (n->lsid != NULL)
 		bson_destroy(n->lsid);
+	if (n->retry_msg != NULL)
+		evbuffer_free(n->retry_msg);
 	free(n);
 }
 
@@ -203,14 +222,65 @@ static bool wants(const struct request *req)
 	return req->pin == NULL && req->pin_note != NULL && (req->pin_note->op & PIN_OP_WANT);
 }
 
+/* A cursor-opening command not routed to a pin (it may open a new one). */
+static bool may_open(const struct request *req)
+{
+	return req->pin == NULL && req->pin_note != NULL && (req->pin_note->op & PIN_OP_OPEN);
+}
+
 static bool pool_room(const struct pool *p)
 {
 	return pin_pool_count(p) < g.cfg.pool_size - 1;
 }
 
+static void owner_identity(const struct request_owner *o, char *out, size_t len)
+{
+	if (o->ops == NULL || o->ops->identity == NULL || !o->ops->identity(o, out, len))
+		out[0] = '\0';
+}
+
+/* Pins held by o's client identity over all its connections (o's own only
+ * when its identity is unknown); `id` gets the identity. */
+static int identity_pins(const struct request_owner *o, char *id, size_t len)
+{
+	const struct pin *pin;
+	int n = 0;
+
+	owner_identity(o, id, len);
+	if (id[0] == '\0')
+		return o->n_pins;
+	TAILQ_FOREACH(pin, &all, all_link)
+		if (pin->owner == o || (pin->owner != NULL && strcmp(pin->identity, id) == 0))
+			n++;
+	return n;
+}
+
 static bool owner_room(const struct request_owner *o)
 {
-	return o->n_pins < g.cfg.lb_max_pinned_per_client;
+	char id[PIN_IDENTITY_MAX];
+
+	return identity_pins(o, id, sizeof(id)) < g.cfg.lb_max_pinned_per_client;
+}
+
+/* Why o may not keep one more pin of p; false: it may. */
+static bool no_room(const struct request_owner *o, const struct pool *p, char *why, size_t len)
+{
+	char id[PIN_IDENTITY_MAX];
+	int n = identity_pins(o, id, sizeof(id));
+
+	if (n >= g.cfg.lb_max_pinned_per_client)
+		snprintf(why, len,
+			 "%s already holds %d pinned connections (lb_max_pinned_per_client = "
+			 "%" PRId64 ")",
+			 id[0] != '\0' ? id : "this connection", n, g.cfg.lb_max_pinned_per_client);
+	else if (p != NULL && !pool_room(p))
+		snprintf(why, len,
+			 "%d of %s's pool_size = %" PRId64 " connections are pinned (at most "
+			 "pool_size - 1)",
+			 pin_pool_count(p), pool_name(p), g.cfg.pool_size);
+	else
+		return false;
+	return true;
 }
 
 bool pin_may_dispatch(const struct request *req, const struct pool *p)
@@ -226,19 +296,66 @@ bool pin_blocked(const struct request *req)
 
 void pin_refuse_timeout(struct request *req)
 {
-	char msg[400];
+	char why[300], msg[600];
 
 	STAT_INC(lb_pin_refusals);
+	if (req->owner == NULL || !no_room(req->owner, req->pool, why, sizeof(why)))
+		snprintf(why, sizeof(why), "no pinned connection ended");
 	snprintf(msg, sizeof(msg),
-		 "mongoplex: load-balanced %s needs a backend connection of its own and %d of "
-		 "%s's pool_size = %" PRId64 " connections are pinned (at most pool_size - 1; "
-		 "lb_max_pinned_per_client = %" PRId64 "); waited queue_timeout_ms = %" PRId64
-		 " ms, retry later",
-		 (req->pin_note->op & PIN_OP_TXN_START) ? "transaction" : "cursor",
-		 pin_pool_count(req->pool), pool_name(req->pool), g.cfg.pool_size,
-		 g.cfg.lb_max_pinned_per_client, g.cfg.queue_timeout_ms);
+		 "mongoplex: load-balanced %s needs a backend connection of its own and %s; "
+		 "waited queue_timeout_ms = %" PRId64 " ms, retry later",
+		 (req->pin_note->op & PIN_OP_TXN_START) ? "transaction" : "cursor", why,
+		 g.cfg.queue_timeout_ms);
 	req->ops->error(req, MP_ERR(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED), msg,
 			MP_ERR_LABELS(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED));
+}
+
+/* ---- expired pins ----------------------------------------------------- */
+
+/* Cursors killed because their pin sat idle past lb_pin_idle_timeout_ms, so
+ * the owner's next getMore of one gets 43 with the reason, and its close
+ * sends no second kill (pin_holds_cursor). Rules: a ring; an entry leaves
+ * only when overwritten (a getMore of that cursor then gets the backend's
+ * own 43). */
+#define PIN_EXPIRED_MAX 256
+
+static struct {
+	uint64_t owner_id;
+	int64_t id;
+} expired[PIN_EXPIRED_MAX];
+static unsigned expired_next;
+
+static void expired_add(uint64_t owner_id, int64_t id)
+{
+	expired[expired_next % PIN_EXPIRED_MAX].owner_id = owner_id;
+	expired[expired_next % PIN_EXPIRED_MAX].id = id;
+	expired_next++;
+}
+
+static int expired_find(uint64_t owner_id, int64_t id)
+{
+	for (int i = 0; i < PIN_EXPIRED_MAX; i++)
+		if (id != 0 && expired[i].id == id && expired[i].owner_id == owner_id)
+			return i;
+	return -1;
+}
+
+/* A getMore of an expired cursor: answered 43 with the reason. */
+static bool expired_refuse(struct request *req)
+{
+	const struct pin_note *n = req->pin_note;
+	char msg[400];
+
+	if (req->owner == NULL || req->pin != NULL || !(n->op & PIN_OP_GETMORE) ||
+	    expired_find(req->owner->id, n->cursor) < 0)
+		return false;
+	snprintf(msg, sizeof(msg),
+		 "mongoplex: load-balanced cursor %" PRId64 " expired: its pinned backend "
+		 "connection was idle longer than lb_pin_idle_timeout_ms = %" PRId64
+		 " ms, so the proxy killed the cursor and returned the connection to the pool",
+		 n->cursor, g.cfg.lb_pin_idle_timeout_ms);
+	req->ops->error(req, MP_ERR(CURSOR_NOT_FOUND), msg, NULL);
+	return true;
 }
 
 /* ---- the pin's queue ------------------------------------------------- */
@@ -289,12 +406,27 @@ static struct pin *least_busy(const struct request_owner *o)
 	return best;
 }
 
+/* A cursor-opening command submitted with no room for a new pin: keep its
+ * message, so that it can wait for room if its reply opens a cursor. */
+static void keep_retry_copy(struct request *req)
+{
+	struct pin_note *n = req->pin_note;
+	size_t len = req->msg != NULL ? evbuffer_get_length(req->msg) : 0;
+
+	if (n->retry_msg != NULL || len == 0 || len > PIN_RETRY_MAX_BYTES)
+		return;
+	n->retry_msg = xevbuffer_new();
+	evbuffer_add(n->retry_msg, evbuffer_pullup(req->msg, -1), len);
+}
+
 bool pin_submit(struct request *req, struct pool *p)
 {
 	struct pin *pin = req->pin;
 
-	if (pin == NULL && wants(req) && req->owner != NULL && req->owner->n_pins > 0 &&
-	    (!owner_room(req->owner) || !pool_room(p))) {
+	if (expired_refuse(req))
+		return true;
+	if (pin == NULL && (wants(req) || may_open(req)) && req->owner != NULL &&
+	    req->owner->n_pins > 0 && (!owner_room(req->owner) || !pool_room(p))) {
 		pin = least_busy(req->owner); /* at a bound: share one of its own pins */
 		req->pin_note->op &= ~(unsigned)PIN_OP_WANT;
 		STAT_INC(lb_pin_shared);
@@ -302,6 +434,8 @@ bool pin_submit(struct request *req, struct pool *p)
 	if (pin == NULL) {
 		if (wants(req) && !pin_may_dispatch(req, p))
 			STAT_INC(lb_pin_waits);
+		if (may_open(req) && req->owner != NULL && no_room(req->owner, p, NULL, 0))
+			keep_retry_copy(req);
 		return false;
 	}
 	enqueue(pin, req);
@@ -321,25 +455,33 @@ void pin_owner_kick(struct request_owner *o)
 
 /* ---- pins ------------------------------------------------------------- */
 
-void pin_started(struct server *s, struct request *req)
+/* `s` becomes a pin of `o` (NULL: owner-less, for cleanup commands only). */
+static struct pin *pin_new(struct server *s, struct request_owner *o)
 {
-	struct pin *pin;
+	struct pin *pin = xcalloc(1, sizeof(*pin));
 
-	if (!wants(req) || req->owner == NULL || s->pin != NULL)
-		return;
-	pin = xcalloc(1, sizeof(*pin));
-	pin->owner = req->owner;
-	pin->owner_id = req->owner->id;
 	pin->server = s;
 	REQUEST_QUEUE_INIT(&pin->waiting);
 	TAILQ_INSERT_TAIL(&all, pin, all_link);
-	TAILQ_INSERT_TAIL(&req->owner->pins, pin, owner_link);
-	req->owner->n_pins++;
 	npins++;
 	s->pin = pin;
-	req->pin = pin;
+	if (o == NULL)
+		return pin;
+	pin->owner = o;
+	pin->owner_id = o->id;
+	owner_identity(o, pin->identity, sizeof(pin->identity));
+	TAILQ_INSERT_TAIL(&o->pins, pin, owner_link);
+	o->n_pins++;
+	server_debug(s, "pinned to C-%" PRIu64 " (%d pins)", pin->owner_id, o->n_pins);
+	return pin;
+}
+
+void pin_started(struct server *s, struct request *req)
+{
+	if (!wants(req) || req->owner == NULL || s->pin != NULL)
+		return;
+	req->pin = pin_new(s, req->owner);
 	req->pin_note->op &= ~(unsigned)PIN_OP_WANT;
-	server_debug(s, "pinned to C-%" PRIu64 " (%d pins)", pin->owner_id, req->owner->n_pins);
 }
 
 static void item_add(struct pin *pin, bool txn, int64_t id, const char *ns, const bson_t *lsid)
@@ -430,15 +572,74 @@ static void read_reply(const bson_t *body, struct reply_info *r)
 
 static void queue_kill(struct pin *pin, int64_t id, const char *ns);
 
-void pin_on_reply(struct server *s, struct request *req, const bson_t *body)
+/* Its reply dropped, `req` runs again wanting a pin of its own (it waits for
+ * room in the pool's queue, like a transaction) once `pin`'s kill is sent. */
+static void rerun_later(struct pin *pin, struct request *req)
+{
+	struct pin_note *n = req->pin_note;
+
+	evbuffer_drain(req->msg, evbuffer_get_length(req->msg));
+	evbuffer_add_buffer(req->msg, n->retry_msg);
+	evbuffer_free(n->retry_msg);
+	n->retry_msg = NULL;
+	n->op |= PIN_OP_WANT;
+	req->server = NULL;
+	request_set_state(req, REQ_NEW, NULL);
+	pin->rerun = req;
+	server_debug(pin->server,
+		     "C-%" PRIu64 "'s cursor found no pin slot: killed, R-%" PRIu64
+		     " waits for room",
+		     req->owner->id, req->id);
+}
+
+/* An ordinary exchange's reply left cursor r->id open on `s`: `s` becomes
+ * the client's pin when the bounds allow. Otherwise the cursor is killed on
+ * `s` and the reply dropped: the command runs again wanting a pin when a
+ * copy of it was kept, else the client gets 462 (false: not to be
+ * delivered). */
+static bool open_on_reply(struct server *s, struct request *req, const struct reply_info *r)
+{
+	char why[300], msg[500];
+	struct pin *pin;
+
+	if (!(req->pin_note->op & PIN_OP_OPEN) || !r->ok || !r->have_cursor || r->id == 0)
+		return true; /* nothing stays open: the connection is released as usual */
+	if (req->owner != NULL && !no_room(req->owner, s->pool, why, sizeof(why))) {
+		req->pin = pin_new(s, req->owner);
+		item_add(req->pin, false, r->id, r->ns, NULL);
+		return true;
+	}
+	pin = pin_new(s, NULL); /* owner-less: the kill runs there, then it is released */
+	queue_kill(pin, r->id, r->ns);
+	if (req->owner == NULL) {
+		request_done(req); /* its client left meanwhile */
+		return false;
+	}
+	if (req->pin_note->retry_msg != NULL) {
+		rerun_later(pin, req);
+		return false;
+	}
+	STAT_INC(lb_pin_refusals);
+	snprintf(msg, sizeof(msg),
+		 "mongoplex: load-balanced cursor needs a backend connection of its own and %s; "
+		 "the cursor was killed, retry later",
+		 why);
+	req->ops->error(req, MP_ERR(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED), msg,
+			MP_ERR_LABELS(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED));
+	return false;
+}
+
+bool pin_on_reply(struct server *s, struct request *req, const bson_t *body)
 {
 	struct pin *pin = s->pin;
 	struct pin_note *n = req->pin_note;
 	struct reply_info r;
 
-	if (pin == NULL || n == NULL || req->pin != pin)
-		return;
+	if (n == NULL || (pin != NULL && req->pin != pin))
+		return true;
 	read_reply(body, &r);
+	if (pin == NULL)
+		return open_on_reply(s, req, &r);
 	if ((n->op & PIN_OP_OPEN) && r.ok && r.have_cursor && r.id != 0) {
 		item_add(pin, false, r.id, r.ns, NULL);
 		if (pin->owner == NULL) /* its client left meanwhile */
@@ -454,6 +655,7 @@ void pin_on_reply(struct server *s, struct request *req, const bson_t *body)
 	}
 	if ((n->op & PIN_OP_TXN_END) && n->lsid != NULL)
 		drop_txn(pin, n->lsid);
+	return true;
 }
 
 static void pin_free(struct pin *pin)
@@ -478,14 +680,24 @@ static void take_waiters(struct pin *pin, struct request_list *moved)
 
 	while ((req = TAILQ_FIRST(&pin->waiting.list)) != NULL) {
 		request_set_state(req, REQ_NEW, NULL);
-		req->pin = NULL;
-		if (req->pin_note != NULL && (req->pin_note->op & PIN_OP_OPEN))
-			req->pin_note->op |= PIN_OP_WANT; /* shared one: wants its own again */
+		req->pin = NULL; /* a shared cursor-opening one may pin on its reply */
 		TAILQ_INSERT_TAIL(moved, req, queue_link);
 	}
 }
 
+static void after_exchange(struct server *s);
+
 void pin_after_exchange(struct server *s)
+{
+	struct request *rerun = s->pin->rerun;
+
+	s->pin->rerun = NULL;
+	after_exchange(s);
+	if (rerun != NULL)
+		pool_submit(rerun); /* its cursor found no room: wants a pin now */
+}
+
+static void after_exchange(struct server *s)
 {
 	struct pin *pin = s->pin;
 	struct request_list moved = TAILQ_HEAD_INITIALIZER(moved);
@@ -516,6 +728,11 @@ void pin_server_closed(struct server *s)
 
 	if (pin == NULL)
 		return;
+	if ((req = pin->rerun) != NULL) {
+		pin->rerun = NULL;
+		req->ops->network_error(req, MP_ERR(HOST_UNREACHABLE),
+					"the backend connection closed");
+	}
 	while ((req = TAILQ_FIRST(&pin->waiting.list)) != NULL) {
 		request_set_state(req, REQ_NEW, NULL);
 		req->pin = NULL;
@@ -525,7 +742,76 @@ void pin_server_closed(struct server *s)
 	pin_free(pin);
 }
 
-/* ---- client close: cleanup on the pinned connection -------------------- */
+/* ---- idle pins expire ------------------------------------------------- */
+
+static bool has_txn(const struct pin *pin)
+{
+	for (int i = 0; i < pin->nitems; i++)
+		if (pin->items[i].txn)
+			return true;
+	return false;
+}
+
+/* A cursor pin (transactions keep theirs) whose connection has run nothing
+ * for `limit` µs, and whose owner has nothing waiting there that it reads. */
+static bool idle_expired(const struct pin *pin, uint64_t now, uint64_t limit)
+{
+	return pin->owner != NULL && !has_txn(pin) && server_free(pin->server) &&
+	       (pin->waiting.n == 0 || !request_owner_may_dispatch(pin->owner)) &&
+	       now - pin->server->idle_since_usec > limit;
+}
+
+/* Detach `pin` from its owner, kill its cursors on it and remember them;
+ * its waiters go back to pool_submit (a getMore of one gets 43 there). */
+static void expire(struct pin *pin)
+{
+	struct request_owner *o = pin->owner;
+	struct request_list moved = TAILQ_HEAD_INITIALIZER(moved);
+	struct request *req;
+
+	STAT_INC(lb_pins_expired);
+	take_waiters(pin, &moved);
+	TAILQ_REMOVE(&o->pins, pin, owner_link);
+	o->n_pins--;
+	pin->owner = NULL;
+	for (int i = 0; i < pin->nitems; i++) {
+		expired_add(pin->owner_id, pin->items[i].id);
+		queue_kill(pin, pin->items[i].id, pin->items[i].ns);
+	}
+	server_info(pin->server,
+		    "load-balanced C-%" PRIu64 "'s pinned connection idle longer than "
+		    "lb_pin_idle_timeout_ms = %" PRId64 " ms: killing its %d cursors, releasing it",
+		    pin->owner_id, g.cfg.lb_pin_idle_timeout_ms, pin->nitems);
+	pin_after_exchange(pin->server);
+	while ((req = TAILQ_FIRST(&moved)) != NULL) {
+		TAILQ_REMOVE(&moved, req, queue_link);
+		pool_submit(req);
+	}
+}
+
+void pin_janitor(uint64_t now)
+{
+	uint64_t limit = (uint64_t)g.cfg.lb_pin_idle_timeout_ms * 1000;
+	struct pin *pin;
+
+	if (limit == 0)
+		return;
+	TAILQ_FOREACH(pin, &all, all_link)
+		pin->expiring = idle_expired(pin, now, limit);
+	/* one at a time from the head: expiring one may end or start others */
+	for (;;) {
+		TAILQ_FOREACH(pin, &all, all_link)
+			if (pin->expiring)
+				break;
+		if (pin == NULL)
+			return;
+		pin->expiring = false;
+		if (idle_expired(pin, now, limit))
+			expire(pin);
+	}
+}
+
+/* ---- cleanup on the pinned connection ------------------------------------ */
 
 static void cleanup_reply(struct server *s, struct request *req, struct evbuffer *buf,
 			  uint8_t *data, size_t len, const struct wire_msg *m)
@@ -635,6 +921,8 @@ bool pin_holds_cursor(uint64_t owner_id, int64_t id)
 {
 	const struct pin *pin;
 
+	if (expired_find(owner_id, id) >= 0)
+		return true; /* killed when its pin expired */
 	TAILQ_FOREACH(pin, &all, all_link)
 		if (pin->owner_id == owner_id)
 			for (int i = 0; i < pin->nitems; i++)

@@ -4,9 +4,11 @@
  * on ONE backend connection for its whole life.
  *
  * Rules:
- *  - A reply with a non-zero cursor id to a load-balanced client's
- *    find/aggregate/list* pins the connection that ran it to the client; so
- *    does a transaction's first command (lsid + txnNumber + startTransaction).
+ *  - A load-balanced client's find/aggregate/list* runs on an ordinary pooled
+ *    connection; only a reply with a non-zero cursor id makes that
+ *    connection the client's pin (id 0: released as usual, no slot taken).
+ *    A transaction's first command (lsid + txnNumber + startTransaction)
+ *    waits for room and pins its connection before it runs.
  *    Every getMore/killCursors of that cursor and every command of that
  *    transaction waits on the pin's own queue and runs there, one at a time.
  *  - A pin ends when it holds nothing any more: cursor exhausted (id 0),
@@ -14,15 +16,24 @@
  *    transaction committed or aborted. The connection goes back to the pool.
  *  - A pinned connection is SV_ACTIVE: no other request uses it.
  *  - Bounds (the pool is never starved): at most lb_max_pinned_per_client
- *    pins per client and at most pool_size - 1 pins per pool, so one
- *    connection always serves everybody else. A command that needs a new pin
- *    beyond the client's bound runs on one of the client's own pins (queued
- *    behind its exchange there); one whose client has no pin while the pool's
- *    pins are at pool_size - 1 waits in the pool's queue (skipped, keeping its
- *    place) until a pin ends, and after queue_timeout_ms gets 462 with the
- *    overload labels (nothing was sent: retrying is safe). Never a deadlock:
- *    every waiter either gets a pin freed by an exchange that is running or
- *    idle on a client's pin, or times out.
+ *    pins per client identity (owner ops `identity`: the logged-in user, else
+ *    the hello's application name, else the connection alone) and at most
+ *    pool_size - 1 pins per pool, so one connection always serves everybody
+ *    else. A cursor or transaction of a connection that has a pin, beyond a
+ *    bound, runs on one of its own pins (queued behind its exchange there). A
+ *    cursor opened on an ordinary connection with no room left is killed
+ *    there (its reply dropped) and the command waits, as a startTransaction
+ *    with no room does, in the pool's queue (skipped, keeping its place)
+ *    until a pin ends, then runs again with its pin reserved; after
+ *    queue_timeout_ms it gets 462 with the overload labels (a read, or
+ *    nothing sent: retrying is safe). A command over PIN_RETRY_MAX_BYTES, or
+ *    one that met room at submit and lost it by its reply, gets the 462 at
+ *    once. Never a deadlock: every waiter either gets a pin freed by an
+ *    exchange that is running or idle on a client's pin, or times out.
+ *  - A cursor pin idle (nothing running or waiting) past
+ *    lb_pin_idle_timeout_ms expires (janitor): its cursors are killed on it,
+ *    it goes back to the pool, and the owner's getMore gets 43 saying so.
+ *    Transaction pins do not expire (they end at commit/abort or close).
  *  - The client closes: its waiting requests are dropped; the proxy kills
  *    the pin's cursors and aborts its transactions ON the pinned connection,
  *    then releases it. The backend closes a pinned connection: the requests
@@ -58,7 +69,13 @@ struct pin_note {
 	int64_t cursor; /* PIN_OP_GETMORE / KILL: the (first) cursor id */
 	bson_t *lsid;	/* transaction commands: the session id document */
 	int64_t txn_number;
+	/* PIN_OP_OPEN submitted with no room for a new pin: a copy of its
+	 * message (at most PIN_RETRY_MAX_BYTES), to run it again with a pin
+	 * reserved if its reply leaves a cursor open; NULL: none kept */
+	struct evbuffer *retry_msg;
 };
+
+#define PIN_RETRY_MAX_BYTES 16384
 
 /* The client's first hello: is it load-balanced? */
 void pin_note_hello(struct request_owner *o, const bson_t *hello);
@@ -78,8 +95,10 @@ bool pin_blocked(const struct request *req);
 void pin_refuse_timeout(struct request *req);
 /* dispatch: `req` was started on `s` (creates its pin when it wants one). */
 void pin_started(struct server *s, struct request *req);
-/* A reply to `req` on `s`, before it goes to the client. */
-void pin_on_reply(struct server *s, struct request *req, const bson_t *body);
+/* A reply to `req` on `s`, before it goes to the client; false: answered
+ * here (its cursor found no room: killed, 462), only release `s`. */
+bool pin_on_reply(struct server *s, struct request *req, const bson_t *body)
+    __attribute__((warn_unused_result));
 /* server_release of a pinned server: next waiter, stay, or release. */
 void pin_after_exchange(struct server *s);
 /* `s` closes. */
@@ -90,7 +109,10 @@ bool pin_unqueue(struct request *req);
 void pin_owner_kick(struct request_owner *o);
 /* o's client closes (its requests were abandoned already). */
 void pin_owner_closed(struct request_owner *o);
-/* Is cursor `id` of client `owner_id` held (and killed) by a pin? */
+/* The janitor: expire cursor pins idle past lb_pin_idle_timeout_ms. */
+void pin_janitor(uint64_t now);
+/* Is cursor `id` of client `owner_id` held (and killed) by a pin, or was it
+ * killed when its pin expired? */
 bool pin_holds_cursor(uint64_t owner_id, int64_t id);
 
 /* Gauges. */

@@ -336,6 +336,7 @@ void pool_janitor(uint64_t now)
 	pool_users_foreach(janitor_user_pool, &now);
 	pool_users_sweep();
 	select_janitor(now);
+	pin_janitor(now);
 	for (int i = 0; i < pool_count(); i++) {
 		struct pool *p = pool_at(i);
 

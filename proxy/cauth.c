@@ -72,6 +72,14 @@ bool cauth_enabled(void)
 	return enabled;
 }
 
+bool cauth_user_name(const struct client *c, char *out, size_t len)
+{
+	if (c->auth == NULL || !c->auth->authed)
+		return false;
+	snprintf(out, len, "%s.%s", c->auth->db, c->auth->user);
+	return true;
+}
+
 bool cauth_start(char *err, size_t errlen)
 {
 	enabled = strcmp(g.cfg.auth_mode, "scram") == 0;

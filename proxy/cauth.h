@@ -47,6 +47,9 @@ void cauth_commit(struct users_table *t, const char *path);
 /* Is client authentication on? */
 bool cauth_enabled(void);
 
+/* The user `c` is logged in as ("db.user"); false: not logged in. */
+bool cauth_user_name(const struct client *c, char *out, size_t len);
+
 /* Gate one parsed command. True: go on as usual. False: it was answered
  * here (code 13 before login, connectionStatus, the SASL commands). */
 bool cauth_admit(struct client *c, struct request *req, const bson_t *body,

@@ -56,6 +56,7 @@ struct client {
 	size_t reply_est;		/* recent reply size (decaying max); starts at the limit */
 	struct awaited_hello *awaiting; /* its held hello (proxy/awaithello.c), or NULL */
 	struct cauth_conn *auth; /* proxy/cauth.c: login state (NULL until the first SASL step) */
+	char app_name[129];	 /* client.application.name of its first hello, "" if none */
 };
 
 TAILQ_HEAD(client_list, client);

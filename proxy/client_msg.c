@@ -87,13 +87,26 @@ void client_answer_hello(struct request *req, const struct backend_info *bi)
 	bson_destroy(&reply);
 }
 
+/* client.application.name of the first hello (pool/pin.c's client identity). */
+static void note_app_name(struct client *c, const bson_t *hello)
+{
+	bson_iter_t it;
+
+	if (bson_iter_init(&it, hello) &&
+	    bson_iter_find_descendant(&it, "client.application.name", &it) &&
+	    BSON_ITER_HOLDS_UTF8(&it))
+		snprintf(c->app_name, sizeof(c->app_name), "%s", bson_iter_utf8(&it, NULL));
+}
+
 static void handle_hello(struct client *c, struct request *req, const bson_t *body, uint32_t flags)
 {
 	struct pool *p = pool_target();
 
 	req->hello_cmd = bson_copy(body);
-	if (!c->hello_seen)
+	if (!c->hello_seen) {
 		pin_note_hello(&c->owner, body); /* loadBalanced: true (pool/pin.c) */
+		note_app_name(c, body);
+	}
 	if (awaithello_take(c, req, (flags & MSG_EXHAUST_ALLOWED) != 0))
 		return; /* awaitable: held, streamed or refused there */
 	if (p->info.known) {

@@ -14,9 +14,12 @@
 #include "proxy/client.h"
 
 #include <stddef.h>
+#include <stdio.h>
 
+#include "config/users.h"
 #include "pool/pin.h"
 #include "pool/server.h"
+#include "proxy/cauth.h"
 #include "proxy/client_compress.h"
 #include "proxy/cursor.h"
 #include "proxy/membound.h"
@@ -54,10 +57,27 @@ static void owner_finished(struct request_owner *o)
 	client_request_finished(owner_client(o));
 }
 
+/* Who the client is, for bounds over its connections (pool/pin.c). */
+static bool owner_identity(const struct request_owner *o, char *out, size_t len)
+{
+	const struct client *c = owner_client((struct request_owner *)o);
+	char user[USERS_DB_MAX + USERS_NAME_MAX + 2];
+
+	if (cauth_user_name(c, user, sizeof(user))) {
+		snprintf(out, len, "user %s", user);
+		return true;
+	}
+	if (c->app_name[0] == '\0')
+		return false;
+	snprintf(out, len, "application %s", c->app_name);
+	return true;
+}
+
 const struct request_owner_ops client_owner_ops = {
     .may_dispatch = owner_may_dispatch,
     .send = owner_send,
     .finished = owner_finished,
+    .identity = owner_identity,
 };
 
 /* Its message is handed to a backend (or dropped): stop counting its bytes. */
@@ -82,8 +102,8 @@ static void reply(struct server *s, struct request *req, struct evbuffer *buf, u
 		server_release(s);
 		return;
 	}
-	pin_on_reply(s, req, &m->body); /* load-balanced pins (pool/pin.c) */
-	if (cursor_on_reply(req, m)) {	/* cursor table; true: it answered the client */
+	if (!pin_on_reply(s, req, &m->body) || /* load-balanced pins; false: answered there */
+	    cursor_on_reply(req, m)) {	       /* cursor table; true: it answered the client */
 		server_release(s);
 		return;
 	}

@@ -5,6 +5,8 @@
  *
  *   {find: "pin…"}        cursor id S*1000000+k on connection S; one document
  *                         per batch, FAKE_PIN_DOCS in all; every doc {_id, conn}
+ *   … limit: 1 / singleBatch  one document, cursor id 0 (counted: closed)
+ *   {find: "pinall…"}     all FAKE_PIN_DOCS documents, cursor id 0 (counted)
  *   getMore on S          the next document; id 0 with the last
  *   getMore elsewhere     43 CursorNotFound (counted: wrong connection)
  *   killCursors           cursorsKilled on S, cursorsNotFound elsewhere
@@ -50,27 +52,29 @@ void fake_pin_stats(struct fake_pin_stats *out)
 	pthread_mutex_unlock(&mu);
 }
 
-static void add_doc(bson_t *arr, int k, int serial)
+static void add_doc(bson_t *arr, uint32_t i, int k, int serial)
 {
 	bson_t d;
 	char key[16];
 	const char *kp;
 
-	bson_uint32_to_string(0, &kp, key, sizeof(key));
+	bson_uint32_to_string(i, &kp, key, sizeof(key));
 	bson_append_document_begin(arr, kp, -1, &d);
 	BSON_APPEND_INT32(&d, "_id", k);
 	BSON_APPEND_INT32(&d, "conn", serial);
 	bson_append_document_end(arr, &d);
 }
 
+/* A cursor reply with documents k .. k + ndocs - 1. */
 static void cursor_reply(bson_t *out, const char *field, int64_t id, const char *ns, int k,
-			 int serial)
+			 int ndocs, int serial)
 {
 	bson_t cur, arr;
 
 	BSON_APPEND_DOCUMENT_BEGIN(out, "cursor", &cur);
 	BSON_APPEND_ARRAY_BEGIN(&cur, field, &arr);
-	add_doc(&arr, k, serial);
+	for (int i = 0; i < ndocs; i++)
+		add_doc(&arr, (uint32_t)i, k + i, serial);
 	bson_append_array_end(&cur, &arr);
 	BSON_APPEND_INT64(&cur, "id", id);
 	BSON_APPEND_UTF8(&cur, "ns", ns);
@@ -95,17 +99,43 @@ static void ns_of(const bson_t *cmd, const char *coll, char *ns, size_t len)
 	snprintf(ns, len, "%s.%s", db, coll);
 }
 
+/* A find whose first batch is its whole result: limit 1 / singleBatch (one
+ * document) or a "pinall…" collection (all of them). */
+static bool find_closed(const bson_t *cmd, const char *coll, int serial, bson_t *out)
+{
+	bson_iter_t it;
+	char ns[200];
+	int n = 0;
+
+	if ((bson_iter_init_find(&it, cmd, "limit") && bson_iter_as_int64(&it) == 1) ||
+	    (bson_iter_init_find(&it, cmd, "singleBatch") && bson_iter_as_bool(&it)))
+		n = 1;
+	else if (strncmp(coll, "pinall", 6) == 0)
+		n = FAKE_PIN_DOCS;
+	else
+		return false;
+	ns_of(cmd, coll, ns, sizeof(ns));
+	st.finds++;
+	st.finds_closed++;
+	cursor_reply(out, "firstBatch", 0, ns, 0, n, serial);
+	BSON_APPEND_DOUBLE(out, "ok", 1.0);
+	return true;
+}
+
 static void do_find(const bson_t *cmd, const char *coll, int serial, bson_t *out)
 {
-	struct fcursor *c = &cursors[next_cursor++ % MAX_CURSORS];
+	struct fcursor *c;
 	char ns[200];
 
+	if (find_closed(cmd, coll, serial, out))
+		return;
+	c = &cursors[next_cursor++ % MAX_CURSORS];
 	ns_of(cmd, coll, ns, sizeof(ns));
 	c->id = (int64_t)serial * 1000000 + next_cursor;
 	c->serial = serial;
 	c->next = 1;
 	st.finds++;
-	cursor_reply(out, "firstBatch", c->id, ns, 0, serial);
+	cursor_reply(out, "firstBatch", c->id, ns, 0, 1, serial);
 	BSON_APPEND_DOUBLE(out, "ok", 1.0);
 }
 
@@ -141,7 +171,7 @@ static void do_getmore(const bson_t *cmd, int64_t id, int serial, bson_t *out)
 		  ? bson_iter_utf8(&it, NULL)
 		  : "c",
 	      ns, sizeof(ns));
-	cursor_reply(out, "nextBatch", c->next >= FAKE_PIN_DOCS ? 0 : id, ns, k, serial);
+	cursor_reply(out, "nextBatch", c->next >= FAKE_PIN_DOCS ? 0 : id, ns, k, 1, serial);
 	BSON_APPEND_DOUBLE(out, "ok", 1.0);
 	if (c->next >= FAKE_PIN_DOCS)
 		st.exhausted++;

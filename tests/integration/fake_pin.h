@@ -13,7 +13,7 @@
 
 /* What the fake saw (cumulative for the test process). */
 struct fake_pin_stats {
-	int finds, getmores_ok, getmores_wrong_conn, getmores_unknown, exhausted;
+	int finds, finds_closed, getmores_ok, getmores_wrong_conn, getmores_unknown, exhausted;
 	int kills_ok, kills_wrong_conn;
 	int txn_started, txn_ops_ok, txn_wrong_conn, txn_commits, txn_aborts;
 };

@@ -17,9 +17,25 @@
  *   starvation           pool_size 3 (2 pins at most), 3 LB clients, 7 cursors
  *                        (the mongobetween pinning-starvation case): a client
  *                        at its bound shares its own pin, one with no pin
- *                        waits and is refused with 462 after queue_timeout_ms,
- *                        or gets its pin when one ends; plain clients keep
+ *                        (its cursor killed on the spare connection) waits and
+ *                        is refused with 462 after queue_timeout_ms, or gets
+ *                        its pin when one ends; plain clients keep
  *                        working throughout; everything completes
+ *   identity_bound       one client identity (application name) with three
+ *                        connections and idle cursors holds at most
+ *                        lb_max_pinned_per_client pins: another LB client's
+ *                        one-document find, a find whose reply closes its
+ *                        cursor and a startTransaction all run at once, the
+ *                        finds without pinning; the identity's pinless
+ *                        connection's cursor is killed on its connection, waits
+ *                        for room and gets 462 after queue_timeout_ms
+ *   idle_expiry          a cursor pin idle past lb_pin_idle_timeout_ms: its
+ *                        cursor is killed on its connection, the pin released,
+ *                        the getMore gets 43 with the reason; a transaction's
+ *                        pin stays and commits
+ *   identity_user        with client authentication the identity is the user:
+ *                        three connections of one user under three application
+ *                        names hold at most lb_max_pinned_per_client pins
  *   txn_pinned           a transaction on raw sockets: every statement and the
  *                        commit on the connection that started it; a client
  *                        closing mid-transaction gets abortTransaction there
@@ -35,8 +51,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "config/users.h"
 #include "fake_backend.h"
 #include "fake_pin.h"
 #include "harness.h"
@@ -612,4 +630,243 @@ Test(lbpin, txn_driver, .timeout = 120)
 	close(stall);
 	proxy_stop(p);
 	fake_stop(f);
+}
+
+/* A find on c of lb.coll with `opts` (JSON, NULL: none): documents read,
+ * -1 on an error (in *err). */
+static int find_all(mongoc_client_t *c, const char *coll, const char *opts_json, bson_error_t *err)
+{
+	mongoc_collection_t *col = mongoc_client_get_collection(c, "lb", coll);
+	bson_t filter = BSON_INITIALIZER;
+	bson_t *opts =
+	    opts_json != NULL ? bson_new_from_json((const uint8_t *)opts_json, -1, NULL) : NULL;
+	mongoc_cursor_t *cur = mongoc_collection_find_with_opts(col, &filter, opts, NULL);
+	const bson_t *doc;
+	int n = 0;
+
+	while (mongoc_cursor_next(cur, &doc))
+		n++;
+	if (mongoc_cursor_error(cur, err))
+		n = -1;
+	mongoc_cursor_destroy(cur);
+	mongoc_collection_destroy(col);
+	if (opts != NULL)
+		bson_destroy(opts);
+	return n;
+}
+
+static void wait_kills(int want)
+{
+	struct fake_pin_stats st;
+	int64_t t0 = h_now_ms();
+
+	for (;;) {
+		fake_pin_stats(&st);
+		if (st.kills_ok >= want)
+			break;
+		cr_assert(h_now_ms() - t0 < GUARD_MS,
+			  "%d killCursors on the cursor's connection, "
+			  "expected %d (%d elsewhere)",
+			  st.kills_ok, want, st.kills_wrong_conn);
+		h_sleep_ms(10);
+	}
+}
+
+Test(lbpin, identity_bound, .timeout = 120)
+{
+	struct fake *f = lb_fake();
+	/* pool_size 4: at most 3 pins; one identity at most 2 (the default).
+	 * queue_timeout_ms bounds how long a build without the bound waits. */
+	struct proxy *p = lb_proxy(f, 4, "queue_timeout_ms = 1500\n");
+	mongoc_client_t *h1 = lb_client(p, "lb-hog"), *h2 = lb_client(p, "lb-hog");
+	mongoc_client_t *h3 = lb_client(p, "lb-hog"), *other = lb_client(p, "lb-other");
+	bson_t *lsid = new_lsid(3);
+	mongoc_cursor_t *c1, *c2, *c3;
+	int ch1, ch2, ch3, fd, n;
+	int64_t opened, waits;
+	struct fake_pin_stats st;
+	bson_error_t err;
+
+	/* one client, two connections with idle cursors, a third cursor */
+	c1 = open_cursor(h1, "pin_h1", &ch1);
+	c2 = open_cursor(h2, "pin_h2", &ch2);
+	c3 = open_cursor(h1, "pin_h3", &ch3);
+	cr_assert(ch1 >= 1 && ch2 >= 1 && ch3 >= 1, "hog cursors: %d %d %d", ch1, ch2, ch3);
+	cr_assert_neq(ch1, ch2, "two connections' cursors on one backend connection");
+	opened = stat_of(p, "counters.lb_pins_opened");
+	waits = stat_of(p, "counters.lb_pin_waits");
+
+	/* another LB client: a one-document find and a find whose reply closes
+	 * its cursor run at once, without pinning */
+	n = find_all(other, "pin_one", "{\"limit\": 1}", &err);
+	cr_assert_eq(n, 1, "other client's one-document find: %d docs: %s", n,
+		     n < 0 ? err.message : "");
+	n = find_all(other, "pinall_o", NULL, &err);
+	cr_assert_eq(n, FAKE_PIN_DOCS, "other client's single-batch find: %d docs: %s", n,
+		     n < 0 ? err.message : "");
+	cr_assert_eq(stat_of(p, "counters.lb_pins_opened"), opened, "a closed cursor pinned");
+	cr_assert_eq(stat_of(p, "counters.lb_pin_waits"), waits,
+		     "a closed cursor waited for a pin");
+	fake_pin_stats(&st);
+	cr_assert_eq(st.finds_closed, 2);
+	cr_assert_eq(ch3, ch1, "the identity's third cursor took a connection of its own");
+	cr_assert_eq(stat_of(p, "gauges.lb_pinned_connections"), 2,
+		     "one client identity holds more than lb_max_pinned_per_client pins");
+
+	/* the hog's pinless connection: one-document finds run; a cursor is
+	 * killed on its connection, waits for room and is refused */
+	cr_assert_eq(find_all(h3, "pin_one", "{\"limit\": 1}", &err), 1, "%s", err.message);
+	cr_assert_eq(find_all(h3, "pin_h4", NULL, &err), -1, "a third pin for one identity");
+	cr_assert_eq(err.code, 462, "refusal: code %u: %s", err.code, err.message);
+	cr_assert(strstr(err.message, "application lb-hog") != NULL &&
+		      strstr(err.message, "lb_max_pinned_per_client") != NULL,
+		  "unclear refusal: %s", err.message);
+	wait_kills(1);
+	wait_stat(p, "gauges.lb_pinned_connections", 2);
+
+	/* another client's transaction gets the last pin slot at once */
+	fd = lb_raw(p);
+	txn_ok(fd, txn_cmd("insert", "t", lsid, 1, true), "other client's startTransaction");
+	txn_ok(fd, txn_cmd("commitTransaction", NULL, lsid, 1, false), "commit");
+	fake_pin_stats(&st);
+	cr_assert_eq(st.txn_commits, 1);
+	cr_assert_eq(st.txn_wrong_conn, 0);
+	plain_count_ok(other, "other client's count");
+
+	/* the hog's cursors are intact */
+	cr_assert_eq(drain(c1, ch1, "c1") + drain(c3, ch3, "c3") + drain(c2, ch2, "c2"),
+		     3 * (FAKE_PIN_DOCS - 1));
+	wait_stat(p, "gauges.lb_pinned_connections", 0);
+	fake_pin_stats(&st);
+	cr_assert_eq(st.getmores_wrong_conn, 0);
+	cr_log_info("identity_bound: %s", err.message);
+	mongoc_cursor_destroy(c1);
+	mongoc_cursor_destroy(c2);
+	mongoc_cursor_destroy(c3);
+	bson_destroy(lsid);
+	close(fd);
+	mongoc_client_destroy(h1);
+	mongoc_client_destroy(h2);
+	mongoc_client_destroy(h3);
+	mongoc_client_destroy(other);
+	proxy_stop(p);
+	fake_stop(f);
+}
+
+Test(lbpin, idle_expiry, .timeout = 120)
+{
+	struct fake *f = lb_fake();
+	struct proxy *p = lb_proxy(f, 4, "lb_pin_idle_timeout_ms = 300\n");
+	mongoc_client_t *c = lb_client(p, "lb-idle");
+	bson_t *lsid = new_lsid(4);
+	struct fake_pin_stats st;
+	mongoc_cursor_t *cur;
+	const bson_t *doc;
+	bson_error_t err;
+	int conn, fd = lb_raw(p);
+
+	cur = open_cursor(c, "pin_e", &conn);
+	cr_assert_geq(conn, 1, "find through the proxy failed");
+	txn_ok(fd, txn_cmd("insert", "t", lsid, 1, true), "startTransaction");
+	/* the cursor's pin expires: killed on its connection, released */
+	wait_stat(p, "counters.lb_pins_expired", 1);
+	wait_kills(1);
+	wait_stat(p, "gauges.lb_pinned_connections", 1); /* the transaction keeps its pin */
+	cr_assert(!mongoc_cursor_next(cur, &doc), "getMore after the pin expired returned a doc");
+	cr_assert(mongoc_cursor_error(cur, &err));
+	cr_assert_eq(err.code, 43, "getMore of an expired cursor: code %u: %s", err.code,
+		     err.message);
+	cr_assert(strstr(err.message, "lb_pin_idle_timeout_ms") != NULL, "no reason: %s",
+		  err.message);
+	cr_log_info("idle_expiry: %s", err.message);
+	fake_pin_stats(&st);
+	cr_assert_eq(st.getmores_ok + st.getmores_wrong_conn + st.getmores_unknown, 0,
+		     "the expired cursor's getMore reached the backend");
+	cr_assert_eq(st.kills_wrong_conn, 0);
+	/* the idle transaction was left alone: it commits on its connection */
+	txn_ok(fd, txn_cmd("commitTransaction", NULL, lsid, 1, false), "commit");
+	fake_pin_stats(&st);
+	cr_assert_eq(st.txn_commits, 1);
+	cr_assert_eq(st.txn_wrong_conn, 0);
+	wait_stat(p, "gauges.lb_pinned_connections", 0);
+	cr_assert_eq(stat_of(p, "counters.lb_pins_expired"), 1);
+	mongoc_cursor_destroy(cur);
+	bson_destroy(lsid);
+	close(fd);
+	mongoc_client_destroy(c);
+	proxy_stop(p);
+	fake_stop(f);
+}
+
+/* A users file with db.user / pw (mode 0600) in a new directory `dir`. */
+static void users_file(char *dir, const char *dbuser, const char *pw, char *path, size_t len)
+{
+	char line[2048], err[256];
+	FILE *f;
+
+	cr_assert(mkdtemp(dir) != NULL, "mkdtemp %s", dir);
+	cr_assert(users_format_line(dbuser, pw, line, sizeof(line), err, sizeof(err)), "%s", err);
+	snprintf(path, len, "%s/users", dir);
+	f = fopen(path, "w");
+	cr_assert(f != NULL);
+	fprintf(f, "%s\n", line);
+	fclose(f);
+	chmod(path, 0600);
+}
+
+static mongoc_client_t *lb_login(struct proxy *p, const char *app)
+{
+	char uri[300];
+	mongoc_client_t *c;
+
+	snprintf(uri, sizeof(uri),
+		 "mongodb://bob:bob-Pw2@127.0.0.1:%d/?loadBalanced=true&authSource=app", p->port);
+	c = h_client_uri(uri, app);
+	cr_assert(c != NULL, "libmongoc refused %s", uri);
+	return c;
+}
+
+/* With client authentication the identity is the user, whatever application
+ * names its connections give. */
+Test(lbpin, identity_user, .timeout = 120)
+{
+	struct fake *f = lb_fake();
+	char dir[] = "/tmp/mp-lbuser-XXXXXX", users[300], more[600], rm[400];
+	struct proxy *p;
+	mongoc_client_t *u1, *u2, *u3;
+	mongoc_cursor_t *c1, *c2;
+	int ch1, ch2;
+	bson_error_t err;
+
+	users_file(dir, "app.bob", "bob-Pw2", users, sizeof(users));
+	snprintf(more, sizeof(more),
+		 "auth_mode = scram\nauth_users_file = %s\nauth_pool_mode = shared\n"
+		 "auth_stats_unauthenticated = on\n"
+		 "queue_timeout_ms = 1000\n",
+		 users);
+	p = lb_proxy(f, 4, more);
+	u1 = lb_login(p, "lb-u1");
+	u2 = lb_login(p, "lb-u2");
+	u3 = lb_login(p, "lb-u3");
+	c1 = open_cursor(u1, "pin_u1", &ch1);
+	c2 = open_cursor(u2, "pin_u2", &ch2);
+	cr_assert(ch1 >= 1 && ch2 >= 1, "bob's cursors: %d %d", ch1, ch2);
+	cr_assert_eq(find_all(u3, "pin_one", "{\"limit\": 1}", &err), 1, "%s", err.message);
+	cr_assert_eq(find_all(u3, "pin_u3", NULL, &err), -1,
+		     "a third pin for one user (under another application name)");
+	cr_assert_eq(err.code, 462, "refusal: code %u: %s", err.code, err.message);
+	cr_assert(strstr(err.message, "user app.bob") != NULL, "unclear refusal: %s", err.message);
+	cr_log_info("identity_user: %s", err.message);
+	wait_stat(p, "gauges.lb_pinned_connections", 2);
+	cr_assert_eq(drain(c1, ch1, "c1") + drain(c2, ch2, "c2"), 2 * (FAKE_PIN_DOCS - 1));
+	wait_stat(p, "gauges.lb_pinned_connections", 0);
+	mongoc_cursor_destroy(c1);
+	mongoc_cursor_destroy(c2);
+	mongoc_client_destroy(u1);
+	mongoc_client_destroy(u2);
+	mongoc_client_destroy(u3);
+	proxy_stop(p);
+	fake_stop(f);
+	snprintf(rm, sizeof(rm), "rm -rf %s", dir);
+	cr_assert_eq(system(rm), 0);
 }
