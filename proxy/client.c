@@ -28,9 +28,10 @@
  * dispatched only while client_may_dispatch (unsent replies stay within the
  * limit plus one message; at max_buffer_bytes the limit is the share); its
  * queued requests wait and are kicked when it drains. A client whose unsent
- * output has not shrunk for client_write_timeout_ms is closed (janitor). A closed client's requests
- * are abandoned (each request's abandon callback, proxy/client_ops.c): queued ones are dropped,
- * running ones have their reply discarded on arrival. Frees are deferred.
+ * output has not shrunk for client_write_timeout_ms is closed (janitor).
+ * A closed client's requests are abandoned (each request's abandon
+ * callback, proxy/client_ops.c): queued ones are dropped, running ones have
+ * their reply discarded on arrival. Frees are deferred.
  */
 #include "proxy/client.h"
 #include "proxy/client_msg.h"

@@ -118,7 +118,8 @@ size_t client_unsent_bytes(void);
 void client_phase_counts(int *idle, int *waiting, int *running);
 
 /* May one more of this client's requests be sent to a backend now? False
- * while its unsent replies are at max_client_buffer_bytes, or when the
+ * while its unsent replies are at max_client_buffer_bytes (at
+ * max_buffer_bytes: at its share, if lower; proxy/membound.h), or when the
  * replies of one more running request could take it past that (judged by
  * its recent reply sizes; one request may always run while output is below
  * the limit). So buffered replies stay within the limit plus one message. */
