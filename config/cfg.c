@@ -175,8 +175,12 @@ static const struct cfg_key keys[] = {
     {"max_buffer_bytes", CFG_INT, OFF(max_buffer_bytes), "1073741824", MB,
      INT64_C(1024) * 1024 * MB, true, "admission",
      "Bytes buffered for all clients together (unread input, parsed requests not yet sent, "
-     "unsent replies). At this much the proxy stops reading requests from every client until "
-     "it is back under three quarters of it (logged; gauge memory_paused)."},
+     "unsent replies). At this much, until it is back under three quarters of it (logged; "
+     "gauge memory_paused), the clients that hold more than their share of it "
+     "(max_buffer_bytes / clients connected) are not read and get none of their requests "
+     "sent; the others are still read and served, one request at a time unless their "
+     "recent replies are small. A client that never reads is closed after "
+     "client_write_timeout_ms."},
     {"queue_timeout_ms", CFG_INT, OFF(queue_timeout_ms), "30000", 0, INT64_C(86400000), true,
      "admission",
      "A request waiting longer than this for a backend connection gets a "
@@ -207,6 +211,12 @@ static const struct cfg_key keys[] = {
      INT64_C(86400000), true, "admission",
      "A client that sent part of a message must send the rest within this time, or is "
      "disconnected."},
+    {"client_write_timeout_ms", CFG_INT, OFF(client_write_timeout_ms), "60000", 0,
+     INT64_C(86400000), true, "admission",
+     "A client with unsent replies that has read none of them for this long is disconnected "
+     "(logged; counter clients_closed_write_timeout): a client that never reads would "
+     "otherwise hold its buffered replies, and its share of max_buffer_bytes, for ever. "
+     "0: never (not recommended); else at least 1000."},
 
     {"shutdown_timeout_ms", CFG_INT, OFF(shutdown_timeout_ms), "30000", 0, INT64_C(3600000), true,
      "lifecycle", "On SIGTERM, in-flight requests get this long to finish before the proxy exits."},

@@ -71,6 +71,7 @@ struct cfg {
 	int64_t lb_pin_idle_timeout_ms;
 	int64_t client_idle_timeout_ms;
 	int64_t client_read_timeout_ms;
+	int64_t client_write_timeout_ms;
 	/* lifecycle */
 	int64_t shutdown_timeout_ms;
 	int64_t shutdown_quiesce_ms;

@@ -120,6 +120,11 @@ bool cfg_check(const struct cfg *c, const char *blame[2], char *err, size_t errl
 		return refuse(blame, "min_pool_size", "pool_size", err, errlen,
 			      "min_pool_size (%" PRId64 ") exceeds pool_size (%" PRId64 ")",
 			      c->min_pool_size, c->pool_size);
+	if (c->client_write_timeout_ms > 0 && c->client_write_timeout_ms < 1000)
+		return refuse(blame, "client_write_timeout_ms", NULL, err, errlen,
+			      "client_write_timeout_ms (%" PRId64 ") is below 1000: a client "
+			      "reading a large reply would be cut off (0 turns it off)",
+			      c->client_write_timeout_ms);
 	if (c->listen_addr[0] == '\0' && c->unix_socket[0] == '\0')
 		return refuse(blame, "listen_addr", "unix_socket", err, errlen,
 			      "neither listen_addr nor unix_socket is set: nothing to listen on");

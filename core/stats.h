@@ -15,6 +15,8 @@
 	X(clients_accepted, "Client connections accepted")                                         \
 	X(clients_refused, "Client connections refused because of max_client_conn")                \
 	X(clients_closed_error, "Client connections closed by the proxy for a protocol error")     \
+	X(clients_closed_write_timeout,                                                            \
+	  "Client connections closed: unsent replies not read for client_write_timeout_ms")        \
 	X(requests_total, "Requests received from clients")                                        \
 	X(requests_local, "Requests answered by the proxy itself (hello, ping, stats)")            \
 	X(requests_forwarded, "Requests forwarded to a backend")                                   \

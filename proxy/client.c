@@ -21,12 +21,15 @@
  *
  * Rules: a client is parsed only while it has fewer than
  * max_inflight_per_client requests, less than max_client_buffer_bytes of
- * unsent output and of parsed request messages not yet sent, and the proxy
- * is not at max_buffer_bytes (proxy/membound.h); otherwise its socket is not
- * read (TCP backpressure). Replies are bounded too: a client's requests are
+ * unsent output and of parsed request messages not yet sent; otherwise its
+ * socket is not read (TCP backpressure). At max_buffer_bytes a client
+ * holding its share of it is not read either (memory_held, proxy/membound.h;
+ * the janitor rechecks). Replies are bounded too: a client's requests are
  * dispatched only while client_may_dispatch (unsent replies stay within the
- * limit plus one message); its queued requests wait and are kicked when it
- * drains. A closed client's requests are abandoned (each request's abandon
+ * limit plus one message; at max_buffer_bytes the limit is the share); its
+ * queued requests wait and are kicked when it drains. A client whose unsent
+ * output has not shrunk for client_write_timeout_ms is closed (janitor).
+ * A closed client's requests are abandoned (each request's abandon
  * callback, proxy/client_ops.c): queued ones are dropped, running ones have
  * their reply discarded on arrival. Frees are deferred.
  */
@@ -76,7 +79,8 @@ static void account_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info
 	struct client *c = arg;
 	int64_t delta = (int64_t)info->n_added - (int64_t)info->n_deleted;
 
-	(void)buf;
+	if (buf == c->sb.out && (info->n_deleted > 0 || info->orig_size == 0))
+		c->out_progress_usec = g.now_usec; /* written, or the first unsent byte */
 	c->io_bytes = (size_t)((int64_t)c->io_bytes + delta);
 	membound_add(delta);
 }
@@ -163,7 +167,7 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 		free(c);
 		return;
 	}
-	c->connected_usec = c->last_active_usec = g.now_usec;
+	c->connected_usec = c->last_active_usec = c->out_progress_usec = g.now_usec;
 	c->reply_est = (size_t)g.cfg.max_client_buffer_bytes; /* unknown: assume large */
 	client_set_state(c, CL_ACTIVE);
 	STAT_INC(clients_accepted);
@@ -225,7 +229,13 @@ static bool may_parse(const struct client *c)
 {
 	return c->state == CL_ACTIVE && !c->closing &&
 	       c->owner.inflight < g.cfg.max_inflight_per_client && !output_full(c) &&
-	       c->req_bytes < (size_t)g.cfg.max_client_buffer_bytes && !membound_paused();
+	       c->req_bytes < (size_t)g.cfg.max_client_buffer_bytes;
+}
+
+/* At max_buffer_bytes: does c hold its share (its socket is then not read)? */
+static bool memory_heavy(const struct client *c)
+{
+	return membound_heavy(c->io_bytes + c->req_bytes);
 }
 
 int client_running(const struct client *c)
@@ -241,6 +251,8 @@ bool client_may_dispatch(const struct client *c)
 
 	if (c->state != CL_ACTIVE)
 		return true; /* its replies are dropped */
+	if (membound_paused() && membound_share() < limit)
+		limit = membound_share(); /* proxy/membound.h */
 	if (out >= limit)
 		return false;
 	running = client_running(c);
@@ -298,7 +310,8 @@ static void process_input(struct client *c)
 			sbuf_set_read_high(&c->sb, (size_t)(len > g.cfg.max_client_buffer_bytes
 								? len
 								: g.cfg.max_client_buffer_bytes));
-			set_reading(c, true);
+			c->memory_held = memory_heavy(c);
+			set_reading(c, !c->memory_held);
 			return;
 		case WIRE_FRAME_BAD:
 			client_framing_lost(c, len, hdr, avail);
@@ -378,6 +391,33 @@ void client_close_all(const char *reason)
 		client_close(c, "%s", reason);
 }
 
+/* Unsent output that has not shrunk for client_write_timeout_ms: the
+ * client does not read its replies (it would hold them for ever). */
+static bool write_stalled(const struct client *c, uint64_t now)
+{
+	uint64_t write_us = (uint64_t)g.cfg.client_write_timeout_ms * 1000;
+
+	return write_us && sbuf_pending_out(&c->sb) > 0 && now - c->out_progress_usec > write_us;
+}
+
+static void close_write_stalled(struct client *c)
+{
+	STAT_INC(clients_closed_write_timeout);
+	client_close(
+	    c, "%zu bytes of replies unread for more than %" PRId64 " ms (client_write_timeout_ms)",
+	    sbuf_pending_out(&c->sb), g.cfg.client_write_timeout_ms);
+}
+
+/* A client held back by the memory bound that no longer holds its share
+ * (others drained or left, the share grew): read it again. */
+static void memory_recheck(struct client *c)
+{
+	if (c->state == CL_ACTIVE && c->memory_held && !memory_heavy(c)) {
+		c->memory_held = false;
+		client_request_finished(c);
+	}
+}
+
 void client_janitor(uint64_t now)
 {
 	struct client *c, *tmp;
@@ -385,7 +425,10 @@ void client_janitor(uint64_t now)
 	uint64_t read_us = (uint64_t)g.cfg.client_read_timeout_ms * 1000;
 
 	TAILQ_FOREACH_SAFE(c, &clients_active, link, tmp) {
-		if (c->over_limit && now - c->connected_usec > read_us) {
+		memory_recheck(c);
+		if (write_stalled(c, now)) {
+			close_write_stalled(c);
+		} else if (c->over_limit && now - c->connected_usec > read_us) {
 			client_close(c, "refused (max_client_conn) and sent no request within "
 					"client_read_timeout_ms");
 		} else if (sbuf_tls_handshaking(&c->sb) && now - c->connected_usec > read_us) {
@@ -434,10 +477,13 @@ void client_memory_paused(bool paused)
 	struct client *c;
 
 	TAILQ_FOREACH(c, &clients_active, link) {
-		if (paused)
-			set_reading(c, false);
-		else
+		if (!paused) {
+			c->memory_held = false;
 			client_request_finished(c);
+		} else if (memory_heavy(c)) {
+			c->memory_held = true;
+			set_reading(c, false);
+		}
 	}
 }
 
@@ -447,7 +493,7 @@ int client_count_memory_paused(void)
 	int n = 0;
 
 	TAILQ_FOREACH(c, &clients_active, link)
-		if (membound_paused() || output_full(c) ||
+		if (memory_heavy(c) || output_full(c) ||
 		    c->req_bytes >= (size_t)g.cfg.max_client_buffer_bytes)
 			n++;
 	return n;

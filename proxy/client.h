@@ -47,13 +47,17 @@ struct client {
 	bool over_limit;	     /* accepted beyond max_client_conn: refuse and close */
 	bool closing;		     /* flush output, then close */
 	bool reading_paused;
+	bool memory_held; /* not read: heavy while at max_buffer_bytes (proxy/membound.h) */
 	/* proxy/client_compress.c: compressor id negotiated in its hello (-1:
 	 * none), and the id of the OP_COMPRESSED message being handled (-1). */
 	int8_t compressor, msg_compressor;
 	/* Memory bound (proxy/membound.c): bytes in sb's buffers, and request
 	 * messages parsed but not yet sent to a backend. */
 	size_t io_bytes, req_bytes;
-	size_t reply_est;		/* recent reply size (decaying max); starts at the limit */
+	size_t reply_est; /* recent reply size (decaying max); starts at the limit */
+	/* When its output last became non-empty or shrank (bytes written): unsent
+	 * output older than client_write_timeout_ms closes the client. */
+	uint64_t out_progress_usec;
 	struct awaited_hello *awaiting; /* its held hello (proxy/awaithello.c), or NULL */
 	struct cauth_conn *auth; /* proxy/cauth.c: login state (NULL until the first SASL step) */
 	char app_name[129];	 /* client.application.name of its first hello, "" if none */
@@ -115,13 +119,15 @@ size_t client_unsent_bytes(void);
 void client_phase_counts(int *idle, int *waiting, int *running);
 
 /* May one more of this client's requests be sent to a backend now? False
- * while its unsent replies are at max_client_buffer_bytes, or when the
+ * while its unsent replies are at max_client_buffer_bytes (at
+ * max_buffer_bytes: at its share, if lower; proxy/membound.h), or when the
  * replies of one more running request could take it past that (judged by
  * its recent reply sizes; one request may always run while output is below
  * the limit). So buffered replies stay within the limit plus one message. */
 bool client_may_dispatch(const struct client *c);
 /* Requests of c running on a backend or waiting in a batch. */
 int client_running(const struct client *c);
-/* The memory bound was entered or left: stop or resume reading everyone. */
+/* The memory bound was entered (stop reading the heavy clients) or left
+ * (resume everyone). */
 void client_memory_paused(bool paused);
 int client_count_memory_paused(void);

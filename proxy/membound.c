@@ -11,7 +11,7 @@
 #include "proxy/proxy.h"
 
 static int64_t bytes;	   /* everything counted, see membound.h */
-static bool paused;	   /* at the bound: clients are not read */
+static bool paused;	   /* at the bound: heavy clients are not read */
 static bool told_paused;   /* the state the clients were last told */
 static struct event *tell; /* deferred: never stop/resume clients inside a buffer callback */
 
@@ -37,7 +37,8 @@ static void update(void)
 	paused = next;
 	if (paused)
 		log_warning("memory bound: %lld bytes buffered for clients (max_buffer_bytes = "
-			    "%lld): no client is read until it drains",
+			    "%lld): clients holding more than their share are not read until it "
+			    "drains",
 			    (long long)bytes, (long long)max);
 	else
 		log_warning("memory bound: %lld bytes buffered for clients, reading resumed",
@@ -57,6 +58,18 @@ void membound_add(int64_t delta)
 bool membound_paused(void)
 {
 	return paused;
+}
+
+size_t membound_share(void)
+{
+	int n = client_count();
+
+	return (size_t)g.cfg.max_buffer_bytes / (size_t)(n > 0 ? n : 1);
+}
+
+bool membound_heavy(size_t held)
+{
+	return paused && held >= membound_share();
 }
 
 int64_t membound_bytes(void)

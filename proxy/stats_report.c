@@ -72,8 +72,9 @@ static void gauges_read(struct gauges *gs)
 	X(lookups_batching, "Lookups waiting in a batch that still accepts members")               \
 	X(cursors_open, "Backend cursors open, by owning client (the cursor table)")               \
 	X(bytes_buffered, "Bytes buffered for clients (input, parsed requests, unsent replies)")   \
-	X(memory_paused, "1 while max_buffer_bytes is reached and no client is read")              \
-	X(clients_memory_paused, "Clients not read because of a memory bound")                     \
+	X(memory_paused,                                                                           \
+	  "1 while max_buffer_bytes is reached (clients above their share not read)")              \
+	X(clients_memory_paused, "Clients not read because of a memory bound (own or global)")     \
 	X(clients_pinned_unacked, "Clients whose requests follow their unacknowledged write")      \
 	X(hellos_held, "Awaitable hellos held until a topology change or maxAwaitTimeMS")          \
 	X(lb_pinned_connections, "Backend connections pinned to load-balanced "                    \

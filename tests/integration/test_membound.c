@@ -7,7 +7,10 @@
  * with max_client_buffer_bytes = 1 MiB each such client holds at most the
  * limit plus one message, the well-behaved clients keep being served, and
  * the memory is given back when the non-readers go. Over all clients,
- * max_buffer_bytes stops the proxy reading anyone until memory drains.
+ * max_buffer_bytes stops reading the clients that hold the memory (more than
+ * their share), not everyone: a new client's ping and find are answered
+ * while non-readers fill it (issue 20, item 2), and client_write_timeout_ms
+ * closes the non-readers, which ends the pause.
  *
  * The proxy's peak RSS is read from /proc/PID/status (VmHWM): freed memory
  * may stay with the allocator, the peak is what must be bounded.
@@ -16,6 +19,7 @@
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,9 +247,9 @@ Test(membound, non_readers_do_not_grow_memory, .timeout = 600)
 }
 
 /*
- * max_buffer_bytes: non-readers fill the global bound; then no client is
- * read (a new client's ping is not answered) until they go; then it is.
- * Entering and leaving are logged at warning.
+ * max_buffer_bytes: non-readers fill the global bound; a new client is
+ * still read (its ping is answered during the pause: it holds nothing);
+ * the pause ends once they go. Entering and leaving are logged at warning.
  */
 Test(membound, global_bound_pauses_reading, .timeout = 300)
 {
@@ -265,7 +269,7 @@ Test(membound, global_bound_pauses_reading, .timeout = 300)
 	insert_docs(sc, db);
 	for (int i = 0; i < 3; i++)
 		fds[i] = non_reader(p, db);
-	cr_assert(log_wait(p, "no client is read until it drains", 60000),
+	cr_assert(log_wait(p, "(max_buffer_bytes = ", 60000),
 		  "the proxy never reached max_buffer_bytes:\n%s", proxy_log_tail(p, 4000));
 	fd = raw_connect(p);
 	cr_assert(fd >= 0);
@@ -273,25 +277,166 @@ Test(membound, global_bound_pauses_reading, .timeout = 300)
 	h_build_msg(&b, 77, 0, ping);
 	cr_assert(raw_send(fd, b.data, b.len));
 	hb_free(&b);
-	rs = raw_recv_msg(fd, &msg, &len, 1000);
-	cr_assert_eq(rs, RAW_TIMEOUT,
-		     "a ping was answered (%s) while the proxy was at "
+	rs = raw_recv_msg(fd, &msg, &len, 30000);
+	cr_assert_eq(rs, RAW_OK,
+		     "a new client's ping was not answered (%s) while non-readers held "
 		     "max_buffer_bytes",
 		     raw_status_name(rs));
+	cr_assert(raw_parse_reply(msg, len, &r) && r.response_to == 77 && r.have_doc &&
+		  h_get_int(&r.doc, "ok", 0) == 1);
 	for (int i = 0; i < 3; i++)
 		close(fds[i]);
 	cr_assert(log_wait(p, "reading resumed", 30000), "the pause never ended:\n%s",
 		  proxy_log_tail(p, 4000));
-	rs = raw_recv_msg(fd, &msg, &len, 30000);
-	cr_assert_eq(rs, RAW_OK, "the ping sent during the pause was not answered: %s",
-		     raw_status_name(rs));
-	cr_assert(raw_parse_reply(msg, len, &r) && r.response_to == 77 && r.have_doc &&
-		  h_get_int(&r.doc, "ok", 0) == 1);
+	cr_assert(raw_ping_ok(fd, 30000), "a ping after the pause");
 	cr_log_info("membound global: paused at max_buffer_bytes = 16 MiB with 3 non-readers, a "
-		    "new client's ping waited, answered once they left");
+		    "new client's ping answered during the pause");
 	free(msg);
 	close(fd);
 	bson_destroy(ping);
+	h_drop_db(sc, db);
+	mongoc_client_destroy(sc);
+	proxy_stop(p);
+}
+
+/* Rewrite the proxy's config as `base` + `extra`, SIGHUP, and wait until the
+ * reload is done (applied or rejected: the counters say which). */
+static void reload_with(struct proxy *p, const char *base, const char *extra)
+{
+	int64_t before = proxy_counter(p, "reloads") + proxy_counter(p, "reload_failures");
+	int64_t deadline = h_now_ms() + 30000;
+	FILE *f = fopen(p->cfg_path, "w");
+
+	cr_assert(f != NULL);
+	fprintf(f, "%s%s", base, extra);
+	fclose(f);
+	cr_assert(kill(p->pid, SIGHUP) == 0);
+	while (proxy_counter(p, "reloads") + proxy_counter(p, "reload_failures") == before) {
+		cr_assert(h_now_ms() < deadline, "the reload never finished");
+		h_sleep_ms(50);
+	}
+}
+
+static char *read_file(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = NULL;
+	size_t n = 0;
+
+	cr_assert(f != NULL, "open %s", path);
+	cr_assert(getdelim(&buf, &n, '\0', f) > 0, "read %s", path);
+	fclose(f);
+	return buf;
+}
+
+/* A find of db.small {_id: 2} on a raw socket, answered with its document. */
+static void raw_find_small(int fd, const char *db, const char *when)
+{
+	bson_t *find = BCON_NEW("find", "small", "filter", "{", "_id", BCON_INT32(2), "}", "$db",
+				BCON_UTF8(db));
+	bson_t reply;
+
+	cr_assert(raw_command(fd, 88, find, &reply, 30000), "a find got no answer %s", when);
+	cr_assert_eq(h_get_int(&reply, "ok", 0), 1, "find %s: not ok", when);
+	cr_assert_eq(h_get_int(&reply, "cursor.firstBatch.0._id", -1), 2, "find %s: no document",
+		     when);
+	bson_destroy(&reply);
+	bson_destroy(find);
+}
+
+/* Poll the gauges until the non-readers are all held back by their bound
+ * (fails with the values seen); returns bytes_buffered then. */
+static int64_t wait_heavy_held(mongoc_client_t *sc, int n)
+{
+	int64_t deadline = h_now_ms() + 60000, paused = -1, held = -1, bytes;
+	bson_t st;
+
+	while (h_now_ms() < deadline) {
+		h_stats(sc, &st);
+		paused = h_get_int(&st, "gauges.memory_paused", -1);
+		held = h_get_int(&st, "gauges.clients_memory_paused", -1);
+		bytes = h_get_int(&st, "gauges.bytes_buffered", -1);
+		bson_destroy(&st);
+		if (paused == 1 && held == n)
+			return bytes;
+		h_sleep_ms(100);
+	}
+	cr_assert_fail("gauges: memory_paused %lld, clients_memory_paused %lld (want 1 and the "
+		       "%d non-readers only)",
+		       (long long)paused, (long long)held, n);
+	return -1;
+}
+
+/*
+ * Issue 20, item 2: three non-readers pipelining finds of a 15 MB document
+ * fill max_buffer_bytes = 16 MiB. While the proxy is at the bound, a new
+ * client's ping and find are answered (bounded waits, no timing threshold),
+ * the gauges name only the non-readers, and the peak RSS stays within the
+ * bound; once client_write_timeout_ms is short (a reload: until then it is
+ * 10 min, so nothing but the fix can answer the ping) each non-reader is
+ * closed with the reason logged and counted, the pause ends, the others stay.
+ */
+Test(membound, non_readers_held_and_closed_others_served, .timeout = 300)
+{
+	const long max_buffer = 16 * MIB;
+	struct proxy *p =
+	    (small_asan_quarantine(), proxy_start("max_client_buffer_bytes = 1048576\n"
+						  "max_buffer_bytes = 16777216\npool_size = 4\n"));
+	mongoc_client_t *sc = h_proxy_client(p, "itest-membound-heavy");
+	char *base = read_file(p->cfg_path), db[64];
+	int fds[3], fd;
+	long base_kb, peak_kb, bound_kb;
+	int64_t held_bytes;
+	bson_t st;
+
+	h_unique(db, sizeof(db), "it_memheavy");
+	insert_docs(sc, db);
+	read_big_once(sc, db);
+	base_kb = proxy_status_kb(p, "VmHWM");
+	reload_with(p, base, "client_write_timeout_ms = 600000\n");
+	for (int i = 0; i < 3; i++)
+		fds[i] = non_reader(p, db);
+	cr_assert(log_wait(p, "(max_buffer_bytes = ", 60000),
+		  "the proxy never reached max_buffer_bytes:\n%s", proxy_log_tail(p, 4000));
+	fd = raw_connect(p);
+	cr_assert(fd >= 0);
+	cr_assert(raw_ping_ok(fd, 30000),
+		  "a new client's ping was not answered while non-readers held max_buffer_bytes");
+	raw_find_small(fd, db, "while non-readers held max_buffer_bytes");
+	held_bytes = wait_heavy_held(sc, 3);
+	peak_kb = proxy_status_kb(p, "VmHWM");
+	/* Each non-reader holds its limit plus one message (the per-client
+	 * bound, above the global one here), two more may be on their way. */
+	bound_kb = base_kb + max_buffer / 1024 + (3 + 2) * (16 * MIB) / 1024;
+	cr_assert_leq(peak_kb, bound_kb,
+		      "proxy peak RSS %ld kB is above baseline %ld kB + max_buffer_bytes + 5 "
+		      "messages (%ld kB)",
+		      peak_kb, base_kb, bound_kb);
+	reload_with(p, base, "client_write_timeout_ms = 1000\n");
+	for (int i = 0; i < 3; i++) {
+		cr_assert(log_wait_client(p, fds[i], "(client_write_timeout_ms)", 30000),
+			  "non-reader %d not closed for client_write_timeout_ms:\n%s", i,
+			  proxy_log_tail(p, 4000));
+		cr_assert(raw_wait_closed(fds[i], 30000), "non-reader %d's socket stays open", i);
+	}
+	cr_assert(log_wait(p, "reading resumed", 30000), "the pause never ended:\n%s",
+		  proxy_log_tail(p, 4000));
+	h_stats(sc, &st);
+	cr_assert_eq(h_counter(&st, "clients_closed_write_timeout"), 3);
+	cr_assert_eq(h_get_int(&st, "gauges.memory_paused", -1), 0);
+	cr_log_info(
+	    "membound heavy: 3 non-readers held at max_buffer_bytes = 16 MiB, a new client's "
+	    "ping and find answered meanwhile; bytes_buffered %lld; VmHWM baseline %ld kB, peak "
+	    "%ld kB (bound %ld kB); bytes_buffered after the closes %lld",
+	    (long long)held_bytes, base_kb, peak_kb, bound_kb,
+	    (long long)h_get_int(&st, "gauges.bytes_buffered", -1));
+	bson_destroy(&st);
+	raw_find_small(fd, db, "after the non-readers were closed");
+	proxy_assert_alive(p, "after closing the non-readers");
+	close(fd);
+	for (int i = 0; i < 3; i++)
+		close(fds[i]);
+	free(base);
 	h_drop_db(sc, db);
 	mongoc_client_destroy(sc);
 	proxy_stop(p);

@@ -298,6 +298,21 @@ Test(cfg, other_cross_field_checks)
 	expect_error("[mongoplex]\nlisten_port = 1\nlisten_addr =\n", 3, "nothing to listen on");
 }
 
+Test(cfg, client_write_timeout_floor)
+{
+	struct cfg c;
+	char err[CFG_ERR_LEN];
+	char *path;
+
+	expect_error("[mongoplex]\nclient_write_timeout_ms = 500\n", 2,
+		     "client_write_timeout_ms (500) is below 1000");
+	cr_assert(load_text("[mongoplex]\nclient_write_timeout_ms = 0\n", &c, err, &path), "%s",
+		  err);
+	cr_assert_eq(c.client_write_timeout_ms, 0, "0 (off) is allowed");
+	cfg_free(&c);
+	free(path);
+}
+
 Test(cfg, line_longer_than_parser_buffer)
 {
 	/* inih reads at most 199 characters per line: a longer one must not be
