@@ -4,11 +4,14 @@
  * Every line carries a timestamp, the level and, for connection-scoped
  * messages, the connection id and peer (see client_log/server_log macros in
  * client.h and server.h). The level is a runtime setting (reloadable).
+ * Lines an attacker can repeat at will go through a struct log_rl: a burst
+ * per window, then counted and summed up by the next line that passes.
  */
 #pragma once
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 enum log_level {
 	LOG_LVL_ERROR = 0,
@@ -43,3 +46,19 @@ _Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)))
 		if (log_enabled(LOG_LVL_DEBUG))                                                    \
 			log_msg(LOG_LVL_DEBUG, __VA_ARGS__);                                       \
 	} while (0)
+
+/* One kind of repeatable log line (declare one per call site, static,
+ * zeroed). Rules: at most LOG_RL_BURST lines pass per LOG_RL_WINDOW_MS
+ * window (monotonic clock); the ones dropped are counted in `dropped` and the
+ * first line of a later window says how many there were. */
+#define LOG_RL_BURST	 10
+#define LOG_RL_WINDOW_MS 10000
+struct log_rl {
+	uint64_t window_start_ms; /* 0: no window yet */
+	unsigned passed;	  /* lines logged in this window */
+	uint64_t dropped;	  /* lines dropped since the last one logged */
+};
+
+/* log_msg through rl: dropped (and counted) past the burst. */
+void log_rl_msg(struct log_rl *rl, enum log_level lvl, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
