@@ -225,7 +225,8 @@ Test(auth_limits, hello_flood_with_random_users_stays_bounded, .timeout = 120)
 	struct env e;
 	mongoc_client_t *carol;
 	int fds[N_CONN], alive = N_CONN, rounds = 0, finds_ok = 0, finds = 0, lines;
-	int64_t hellos = 0, t0, lookups, refused;
+	int64_t hellos = 0, t0, lookups, refused, entries;
+	bson_t st;
 	char err[300] = "", user[64];
 
 	/* Only settings main has too: the same test shows main's figures. */
@@ -259,21 +260,25 @@ Test(auth_limits, hello_flood_with_random_users_stays_bounded, .timeout = 120)
 	}
 	finds++;
 	finds_ok += carol_round(carol, e.db, 0, err, sizeof(err));
-	lookups = proxy_counter(e.p, "auth_query_lookups");
-	refused = proxy_counter(e.p, "auth_query_refused");
+	proxy_stats(e.p, &st);
+	lookups = h_counter(&st, "auth_query_lookups");
+	refused = h_get_int(&st, "counters.auth_query_refused", -1); /* main has none */
+	entries = h_get_int(&st, "gauges.auth_query_cache_entries", -1);
+	bson_destroy(&st);
 	lines = log_lines_with(e.p, about);
 	cr_log_info("hello flood: %d connections, %" PRId64 " hellos in %d ms; usersInfo lookups "
-		    "sent %" PRId64 ", refused %" PRId64 "; %d log lines about logins/auth_query; "
-		    "carol's insert+find %d of %d ok%s%s",
-		    N_CONN, hellos, FLOOD_MS, lookups, refused, lines, finds_ok, finds,
+		    "sent %" PRId64 ", refused %" PRId64 ", cache entries %" PRId64 "; %d log "
+		    "lines about logins/auth_query; carol's insert+find %d of %d ok%s%s",
+		    N_CONN, hellos, FLOOD_MS, lookups, refused, entries, lines, finds_ok, finds,
 		    err[0] ? ", first error: " : "", err);
-	cr_assert_eq(finds_ok, finds, "the logged-in client was not served: %s", err);
 	cr_assert_gt(hellos, 4 * N_CONN, "the flood did not run (%" PRId64 " hellos)", hellos);
 	cr_assert_leq(lookups, 2 * N_CONN + 1,
 		      "%" PRId64 " usersInfo lookups for %" PRId64 " hellos from %d connections",
 		      lookups, hellos, N_CONN);
-	cr_assert_geq(refused, 1, "no lookup was refused");
+	cr_assert_eq(finds_ok, finds, "the logged-in client was not served: %s", err);
 	cr_assert_leq(lines, 60, "%d log lines for the flood", lines);
+	cr_assert_geq(refused, 1, "no lookup was refused");
+	cr_assert_leq(entries, lookups, "cache entries without a lookup");
 	for (int i = 0; i < N_CONN; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
