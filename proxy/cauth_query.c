@@ -2,8 +2,10 @@
  * cauth_query.c — auth_query's cache and lookups (see cauth_query.h). A
  * lookup is a proxy-made request (no client) through pool_submit, like the
  * proxy's own killCursors (proxy/cursor.c); its reply comes back through
- * request->internal_reply. Submits are deferred to their own event: a
- * lookup may be asked for while the pool is calling back (a hello reply).
+ * request->internal_reply. Submits are deferred to their own event (the
+ * pump): a lookup may be asked for, or end, while the pool is calling back
+ * (a hello reply). The pump sends queued lookups in order while fewer than
+ * max_inflight() run; the bounds a connection meets are in lookup().
  */
 #include "proxy/cauth_query.h"
 
