@@ -66,7 +66,8 @@ enum start_result { START_OK, START_FAIL, START_WAIT };
 
 static struct users_table users;
 static bool enabled;
-static struct log_rl rl_failed, rl_spec; /* failed logins, speculative not started */
+static struct log_rl rl_failed = {.what = "failed logins"};
+static struct log_rl rl_spec = {.what = "speculative logins not started"};
 
 bool cauth_enabled(void)
 {

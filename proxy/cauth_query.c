@@ -63,7 +63,8 @@ static struct cq_entry_list entries = TAILQ_HEAD_INITIALIZER(entries);
 static struct cq_entry_list queued = TAILQ_HEAD_INITIALIZER(queued);
 static int nentries, nqueued, nrunning;
 static struct event *pump_ev;
-static struct log_rl rl_refused, rl_failed;
+static struct log_rl rl_refused = {.what = "auth_query lookups refused"};
+static struct log_rl rl_failed = {.what = "failed auth_query lookups"};
 
 bool cq_enabled(void)
 {

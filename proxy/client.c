@@ -68,7 +68,9 @@ static uint64_t next_client_id = 1;
 static int n_over_limit; /* accepted beyond a limit (refused_by), awaiting refusal */
 static int n_unauth;	 /* active, admitted and not logged in (max_unauth_conn) */
 /* Repeatable lines: refusals at accept and their closes, auth_timeout_ms closes. */
-static struct log_rl rl_refused, rl_refused_close, rl_auth_timeout;
+static struct log_rl rl_refused = {.what = "connections refused at accept"};
+static struct log_rl rl_refused_close = {.what = "refused connections closed"};
+static struct log_rl rl_auth_timeout = {.what = "connections closed by auth_timeout_ms"};
 
 static void sbuf_cb_client(struct sbuf *sb, enum sbuf_event ev, void *arg);
 static void resume_cb(evutil_socket_t fd, short what, void *arg);

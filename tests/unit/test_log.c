@@ -1,8 +1,9 @@
 /*
  * test_log.c — core/log's rate-limited lines (struct log_rl): a burst of
  * LOG_RL_BURST lines passes, the rest of the window is dropped and counted,
- * and the first line of a later window says how many were dropped; lines
- * below the log level are neither logged nor counted.
+ * and the first line of a later window says how many were dropped, or
+ * log_rl_tick does once the window is over; lines below the log level are
+ * neither logged nor counted.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -63,7 +64,7 @@ static void debug_lines(struct log_rl *rl)
 
 Test(log, rate_limited_lines_pass_a_burst_then_say_how_many_were_dropped)
 {
-	struct log_rl rl = {0};
+	static struct log_rl rl = {.what = "tests"};
 	char *out;
 
 	log_current_level = LOG_LVL_INFO;
@@ -82,9 +83,35 @@ Test(log, rate_limited_lines_pass_a_burst_then_say_how_many_were_dropped)
 	free(out);
 }
 
+static void tick(struct log_rl *rl)
+{
+	(void)rl;
+	log_rl_tick();
+}
+
+Test(log, the_janitor_tick_reports_a_window_that_is_over)
+{
+	static struct log_rl rl = {.what = "tests"};
+	char *out;
+
+	log_current_level = LOG_LVL_INFO;
+	free(capture(fifty, &rl));
+	out = capture(tick, &rl);
+	cr_assert_eq(out[0], '\0', "reported while the window is on: %s", out);
+	free(out);
+	rl.window_start_ms -= LOG_RL_WINDOW_MS;
+	out = capture(tick, &rl);
+	cr_assert(strstr(out, "40 more log lines about tests not logged") != NULL, "%s", out);
+	free(out);
+	cr_assert_eq(rl.dropped, 0);
+	out = capture(tick, &rl);
+	cr_assert_eq(out[0], '\0', "reported twice: %s", out);
+	free(out);
+}
+
 Test(log, lines_below_the_level_are_not_counted)
 {
-	struct log_rl rl = {0};
+	static struct log_rl rl = {.what = "tests"};
 	char *out;
 
 	log_current_level = LOG_LVL_INFO;
