@@ -126,14 +126,41 @@ static const struct cfg_key keys[] = {
      "(queue_timeout_ms). 0: no cap beyond pool_size per pool."},
     {"auth_cache_ttl_ms", CFG_INT, OFF(auth_cache_ttl_ms), "60000", 0, INT64_C(86400000), true,
      "client authentication",
-     "With auth_query: how long a looked-up secret (or the backend's \"no such user\") is "
-     "reused. A login that fails with a cached secret refreshes it once before its error. "
+     "With auth_query: how long a looked-up secret is reused (\"no such user\": "
+     "auth_negative_ttl_ms). A login that fails with a cached secret refreshes it once before its "
+     "error. "
      "Within this time a password changed or a user dropped on the backend still logs in "
      "with the old secret (0: look up on every login)."},
+    {"auth_negative_ttl_ms", CFG_INT, OFF(auth_negative_ttl_ms), "5000", 0, INT64_C(86400000), true,
+     "client authentication",
+     "With auth_query: how long the backend's \"no such user\" is reused. Logins and hellos "
+     "naming that user meanwhile are answered from the cache (a login gets code 18) without "
+     "a lookup; a user created on the backend logs in after at most this long (0: not "
+     "cached)."},
+    {"auth_cache_max_entries", CFG_INT, OFF(auth_cache_max_entries), "10000", 1, INT64_C(10000000),
+     true, "client authentication",
+     "With auth_query: users cached at most, lookups in progress included; the least "
+     "recently fetched answer makes room. When every entry is a lookup in progress, a login "
+     "that needs another one gets code 18 (logged)."},
+    {"auth_query_max_inflight", CFG_INT, OFF(auth_query_max_inflight), "2", 1, 1000, true,
+     "client authentication",
+     "With auth_query: usersInfo lookups sent to the backend at once (never more than "
+     "pool_size - 1, so they cannot take every connection clients' requests need); logins "
+     "needing more wait their turn. Each connection starts at most 2 lookups until it logs "
+     "in (a hello's saslSupportedMechs and a failed login's refresh included); beyond that "
+     "its logins of uncached users get code 18 and its hellos no mechanisms."},
     {"auth_max_failures", CFG_INT, OFF(auth_max_failures), "3", 0, 1000000, true,
      "client authentication",
      "A client connection that fails this many logins in a row is closed after the error "
      "(0: never closed for failed logins). Every failure is logged and counted."},
+    {"auth_timeout_ms", CFG_INT, OFF(auth_timeout_ms), "10000", 0, INT64_C(86400000), true,
+     "client authentication",
+     "With auth_mode = scram: a client connection that started a login (saslStart, or a "
+     "hello with speculativeAuthenticate or saslSupportedMechs) and has not finished it "
+     "within this time is closed, and so is one that sent neither a hello nor a login "
+     "within this time of connecting (logged, counter clients_auth_timeout). Connections "
+     "that only send hellos (drivers' monitoring connections never log in) stay open and "
+     "count against max_unauth_conn. 0: no limit."},
     {"auth_stats_unauthenticated", CFG_BOOL, OFF(auth_stats_unauthenticated), "off", 0, 0, true,
      "client authentication",
      "With auth_mode = scram: allow mongoplexStats before a client has logged in."},
@@ -160,6 +187,12 @@ static const struct cfg_key keys[] = {
     {"max_client_conn", CFG_INT, OFF(max_client_conn), "10000", 1, 1000000, true, "admission",
      "Client connections beyond this are answered with an error on their first request "
      "and closed."},
+    {"max_unauth_conn", CFG_INT, OFF(max_unauth_conn), "0", 0, 1000000, true, "admission",
+     "With auth_mode = scram: client connections not logged in (yet) at once, at most "
+     "max_client_conn; a connection beyond it gets an error on its first request and is "
+     "closed (logged, counter clients_refused_unauth), so connections that never log in "
+     "cannot take the room of logged-in clients. Drivers' monitoring connections never log "
+     "in and count here. 0: half of max_client_conn."},
     {"max_inflight_per_client", CFG_INT, OFF(max_inflight_per_client), "16", 1, 100000, true,
      "admission",
      "Requests one client may have parsed and waiting at once (pipelining). At the limit "

@@ -50,7 +50,11 @@ struct cfg {
 	bool auth_query;
 	char *auth_pool_mode; /* "per_user" | "shared" */
 	int64_t auth_cache_ttl_ms;
+	int64_t auth_negative_ttl_ms;	 /* auth_query's "no such user" */
+	int64_t auth_cache_max_entries;	 /* auth_query's cache, pending lookups included */
+	int64_t auth_query_max_inflight; /* lookups sent at once (below pool_size) */
 	int64_t auth_max_failures;
+	int64_t auth_timeout_ms; /* a login must finish within this (proxy/cauth.c) */
 	bool auth_stats_unauthenticated;
 	/* batching */
 	bool batching;
@@ -61,6 +65,7 @@ struct cfg {
 	int64_t compression_min_bytes;
 	/* admission control */
 	int64_t max_client_conn;
+	int64_t max_unauth_conn; /* of them not logged in; 0: half of max_client_conn */
 	int64_t max_inflight_per_client;
 	int64_t max_queue;
 	int64_t max_client_buffer_bytes;

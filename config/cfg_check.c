@@ -89,6 +89,11 @@ static bool validate_auth(const struct cfg *c, const char *blame[2], char *err, 
 	if (strcmp(c->auth_mode, "scram") == 0 && c->auth_users_file[0] == '\0' && !c->auth_query)
 		return refuse(blame, "auth_mode", "auth_users_file", err, errlen,
 			      "auth_mode = scram needs auth_users_file or auth_query = on");
+	if (c->max_unauth_conn > c->max_client_conn)
+		return refuse(blame, "max_unauth_conn", "max_client_conn", err, errlen,
+			      "max_unauth_conn (%" PRId64 ") exceeds max_client_conn (%" PRId64
+			      "): connections not logged in are a part of all connections",
+			      c->max_unauth_conn, c->max_client_conn);
 	if (strcmp(c->auth_pool_mode, "per_user") != 0 && strcmp(c->auth_pool_mode, "shared") != 0)
 		return refuse(blame, "auth_pool_mode", NULL, err, errlen,
 			      "auth_pool_mode: \"%s\" is not per_user or shared",

@@ -68,6 +68,12 @@
 	X(auth_query_errors, "auth_query lookups that failed (backend refusal, bad reply, ...)")   \
 	X(auth_query_cache_hits, "Logins served by a cached auth_query secret")                    \
 	X(auth_query_shared, "Logins that joined a lookup already running for their user")         \
+	X(auth_query_negative_hits, "Logins and hellos answered by a cached \"no such user\"")     \
+	X(auth_query_refused, "auth_query lookups not started: the connection's lookups used up, " \
+			      "the cache full of pending lookups, or every slot busy (a hello)")   \
+	X(auth_query_waited, "auth_query lookups that waited for auth_query_max_inflight")         \
+	X(clients_auth_timeout, "Client connections closed: no login within auth_timeout_ms")      \
+	X(clients_refused_unauth, "Client connections refused because of max_unauth_conn")         \
 	X(client_auth_unauthorized, "Commands refused before login (code 13 Unauthorized)")        \
 	X(user_pools_created, "Per-user backend pools created (auth_pool_mode = per_user)")        \
 	X(user_backend_logins, "Backend connections logged in as a client's own user")             \

@@ -39,13 +39,14 @@ struct cauth_conn {
 	char conv_user[USERS_NAME_MAX];
 	int32_t conv_id;
 	int failures;
-	bool second_logged; /* a second user's login was refused (logged once) */
+	bool second_logged;	   /* a second user's login was refused (logged once) */
+	uint64_t login_since_usec; /* its first SASL step since connect or login; 0: none */
 	struct scram_server ss;
 	bool from_query; /* the conversation's secret came from auth_query's cache */
 	/* A login waiting for auth_query (wait_req not NULL): its saslStart
 	 * (wait_cmd, a copy) or its failed saslContinue (refresh before the
 	 * error in wait_why). Freed with the client if still waiting. */
-	struct cq_waiter wait;
+	struct cq_waiter wait; /* also its auth_query lookup budget */
 	struct client *client;
 	struct request *wait_req;
 	bson_t *wait_cmd;
@@ -66,6 +67,8 @@ enum start_result { START_OK, START_FAIL, START_WAIT };
 
 static struct users_table users;
 static bool enabled;
+static struct log_rl rl_failed = {.what = "failed logins"};
+static struct log_rl rl_spec = {.what = "speculative logins not started"};
 
 bool cauth_enabled(void)
 {
@@ -152,8 +155,9 @@ static void login_failed(struct client *c, struct request *req, const char *db, 
 	conv_end(a);
 	a->failures++;
 	STAT_INC(client_auth_failures);
-	log_warning("C-%" PRIu64 " %s: login failed for user \"%s.%s\": %s (%d in a row)", c->id,
-		    c->peer, db, user, why, a->failures);
+	client_log_rl(&rl_failed, LOG_LVL_WARNING, c,
+		      "login failed for user \"%s.%s\": %s (%d in a row)", db, user, why,
+		      a->failures);
 	request_fail(req, MP_ERR(AUTHENTICATION_FAILED), "mongoplex: Authentication failed.", NULL);
 	if (g.cfg.auth_max_failures > 0 && a->failures >= g.cfg.auth_max_failures) {
 		STAT_INC(client_auth_closed);
@@ -232,8 +236,12 @@ static void logged_in(struct client *c, struct cauth_conn *a)
 	take_keys(c, a);
 	snprintf(a->db, sizeof(a->db), "%s", a->conv_db);
 	snprintf(a->user, sizeof(a->user), "%s", a->conv_user);
+	if (!a->authed)
+		client_set_authenticated(c, true);
 	a->authed = true;
 	a->failures = 0;
+	a->login_since_usec = 0;
+	cq_logged_in(&a->wait);
 	conv_end(a);
 	STAT_INC(client_auth_ok);
 	client_info(c, "authenticated as \"%s.%s\"", a->db, a->user);
@@ -286,9 +294,10 @@ static void append_sasl_reply(bson_t *doc, int32_t conv_id, bool done, const cha
 }
 
 /* The user's entry: the users file first, then auth_query (res: what a
- * lookup this login waited for answered; w: wait for one, NULL: do not). */
+ * lookup this login waited for answered; wait: wait for one, else only
+ * warm the cache). A cached "no such user" is final (auth_negative_ttl_ms). */
 static enum start_result find_user(struct cauth_conn *a, const char *db, const char *user,
-				   const struct cauth_resolved *res, struct cq_waiter *w,
+				   const struct cauth_resolved *res, bool wait,
 				   const struct users_entry **e, char *why, size_t whylen)
 {
 	enum cq_status st;
@@ -299,14 +308,15 @@ static enum start_result find_user(struct cauth_conn *a, const char *db, const c
 	if (res != NULL) {
 		st = res->st;
 		*e = res->e;
-	} else if ((st = cq_get(db, user, w, e)) == CQ_NOT_FOUND && w != NULL) {
-		cq_refresh(db, user, w); /* a cached "no such user": check again once */
-		st = CQ_PENDING;
+	} else {
+		st = cq_get(db, user, &a->wait, wait, e);
 	}
 	if (st == CQ_PENDING)
 		return START_WAIT;
-	if (st == CQ_ERROR) {
-		snprintf(why, whylen, "auth_query lookup failed: %s", res ? res->why : "?");
+	if (st == CQ_ERROR || st == CQ_REFUSED) {
+		snprintf(why, whylen, "auth_query lookup %s: %s",
+			 st == CQ_ERROR ? "failed" : "refused",
+			 st == CQ_ERROR ? (res ? res->why : "?") : a->wait.refused);
 		return START_FAIL;
 	}
 	a->from_query = *e != NULL && res == NULL; /* a fresh answer is not refreshed */
@@ -315,10 +325,11 @@ static enum start_result find_user(struct cauth_conn *a, const char *db, const c
 
 /* The first step (saslStart, or the one in a hello): server-first in out.
  * START_FAIL + why when the login cannot go on; START_WAIT while auth_query
- * looks the user up (w waits for it; NULL: only warm the cache). */
+ * looks the user up (with wait, a->wait waits for it; else it only warms
+ * the cache). */
 static enum start_result sasl_start(struct cauth_conn *a, const bson_t *cmd, const char *db,
-				    const struct cauth_resolved *res, struct cq_waiter *w,
-				    char *out, size_t outlen, char *why, size_t whylen)
+				    const struct cauth_resolved *res, bool wait, char *out,
+				    size_t outlen, char *why, size_t whylen)
 {
 	enum start_result r;
 	struct scram_client_first cf;
@@ -343,7 +354,7 @@ static enum start_result sasl_start(struct cauth_conn *a, const bson_t *cmd, con
 	if (!scram_msg_parse_first(payload, len, &cf, why, whylen))
 		return START_FAIL;
 	snprintf(a->conv_user, sizeof(a->conv_user), "%s", cf.user);
-	if ((r = find_user(a, db, cf.user, res, w, &e, why, whylen)) != START_OK)
+	if ((r = find_user(a, db, cf.user, res, wait, &e, why, whylen)) != START_OK)
 		return r;
 	sec = e ? users_secret(e, m) : NULL;
 	if (sec == NULL) {
@@ -362,6 +373,14 @@ static enum start_result sasl_start(struct cauth_conn *a, const bson_t *cmd, con
 static void start_resumed(struct cq_waiter *w, enum cq_status st, const struct users_entry *e,
 			  const char *why);
 
+/* A SASL step of a connection not logged in: auth_timeout_ms runs from the
+ * first one (cauth_login_expired). */
+static void login_begins(struct cauth_conn *a)
+{
+	if (!a->authed && a->login_since_usec == 0)
+		a->login_since_usec = g.now_usec;
+}
+
 /* Park a request until auth_query answers (wait.done runs then). */
 static void wait_for_query(struct client *c, struct cauth_conn *a, struct request *req)
 {
@@ -379,8 +398,8 @@ static void cmd_sasl_start(struct client *c, struct request *req, const bson_t *
 	bson_t doc;
 
 	a->wait.done = start_resumed;
-	r = sasl_start(a, body, db ? db : "admin", res, &a->wait, out, sizeof(out), why,
-		       sizeof(why));
+	login_begins(a);
+	r = sasl_start(a, body, db ? db : "admin", res, true, out, sizeof(out), why, sizeof(why));
 	if (r == START_WAIT) {
 		a->wait_cmd = bson_copy(body);
 		wait_for_query(c, a, req);
@@ -457,12 +476,13 @@ static void cmd_sasl_continue(struct client *c, struct request *req, const bson_
 	if (!a->proof_ok &&
 	    !scram_server_finish(&a->ss, payload, len, out, sizeof(out), why, sizeof(why))) {
 		if (a->from_query) {
-			snprintf(a->wait_why, sizeof(a->wait_why), "%s", why);
 			a->from_query = false;
 			a->wait.done = refresh_done;
-			wait_for_query(c, a, req);
-			cq_refresh(a->conv_db, a->conv_user, &a->wait);
-			return;
+			if (cq_refresh(a->conv_db, a->conv_user, &a->wait) == CQ_PENDING) {
+				snprintf(a->wait_why, sizeof(a->wait_why), "%s", why);
+				wait_for_query(c, a, req);
+				return;
+			}
 		}
 		login_failed(c, req, a->conv_db, a->conv_user, why);
 		return;
@@ -516,6 +536,8 @@ void cauth_command(struct client *c, struct request *req, const bson_t *body)
 		if (c->auth != NULL) {
 			conv_end(c->auth);
 			user_leaves(c, c->auth);
+			if (c->auth->authed)
+				client_set_authenticated(c, false);
 			c->auth->authed = false;
 		}
 		reply_ok(req);
@@ -587,7 +609,7 @@ bool cauth_admit(struct client *c, struct request *req, const bson_t *body,
 }
 
 /* saslSupportedMechs: "db.user" -> the mechanisms that user has. */
-static void supported_mechs(const bson_t *hello, bson_t *reply)
+static void supported_mechs(struct client *c, const bson_t *hello, bson_t *reply)
 {
 	const char *name = get_str(hello, "saslSupportedMechs"), *dot;
 	const struct users_entry *e;
@@ -598,10 +620,10 @@ static void supported_mechs(const bson_t *hello, bson_t *reply)
 	if (name == NULL || (dot = strchr(name, '.')) == NULL || (size_t)(dot - name) >= sizeof(db))
 		return;
 	snprintf(db, sizeof(db), "%.*s", (int)(dot - name), name);
+	login_begins(conn_of(c));
 	e = users_find(&users, db, dot + 1);
-	if (e == NULL && cq_enabled())
-		(void)cq_get(db, dot + 1, NULL,
-			     &e); /* a miss starts the lookup saslStart will need */
+	if (e == NULL && cq_enabled()) /* a miss starts the lookup saslStart will need */
+		(void)cq_get(db, dot + 1, &conn_of(c)->wait, false, &e);
 	if (e == NULL)
 		return;
 	BSON_APPEND_ARRAY_BEGIN(reply, "saslSupportedMechs", &arr);
@@ -634,11 +656,13 @@ static void speculative(struct client *c, const bson_t *hello, bson_t *reply)
 		return;
 	db = get_str(&spec, "db");
 	why[0] = '\0'; /* START_WAIT leaves it empty */
-	if (sasl_start(a, &spec, db ? db : "admin", NULL, NULL, out, sizeof(out), why,
+	login_begins(a);
+	if (sasl_start(a, &spec, db ? db : "admin", NULL, false, out, sizeof(out), why,
 		       sizeof(why)) != START_OK) {
-		client_info(c, "speculative login of \"%s.%s\" not started: %s", a->conv_db,
-			    a->conv_user,
-			    why[0] ? why : "its secret is being looked up (auth_query)");
+		client_log_rl(&rl_spec, LOG_LVL_INFO, c,
+			      "speculative login of \"%s.%s\" not started: %s", a->conv_db,
+			      a->conv_user,
+			      why[0] ? why : "its secret is being looked up (auth_query)");
 		return;
 	}
 	STAT_INC(client_auth_speculative);
@@ -651,8 +675,32 @@ void cauth_extend_hello(struct client *c, const bson_t *hello, bson_t *reply)
 {
 	if (!enabled || hello == NULL)
 		return;
-	supported_mechs(hello, reply);
+	supported_mechs(c, hello, reply);
 	speculative(c, hello, reply);
+}
+
+bool cauth_login_expired(const struct client *c, uint64_t now, char *why, size_t whylen)
+{
+	const struct cauth_conn *a = c->auth;
+	uint64_t limit = (uint64_t)g.cfg.auth_timeout_ms * 1000;
+
+	if (!enabled || limit == 0 || (a != NULL && a->authed))
+		return false;
+	if (a != NULL && a->login_since_usec != 0 && now - a->login_since_usec > limit) {
+		snprintf(why, whylen,
+			 "login not finished within auth_timeout_ms (%" PRId64 " ms) of its start",
+			 g.cfg.auth_timeout_ms);
+		return true;
+	}
+	if ((a == NULL || a->login_since_usec == 0) && !c->hello_seen &&
+	    now - c->connected_usec > limit) {
+		snprintf(why, whylen,
+			 "neither a hello nor a login within auth_timeout_ms (%" PRId64
+			 " ms) of connecting",
+			 g.cfg.auth_timeout_ms);
+		return true;
+	}
+	return false;
 }
 
 static bool loopback(const char *addr)

@@ -12,7 +12,12 @@
  * connectionStatus, the SASL commands (and mongoplexStats with
  * auth_stats_unauthenticated) run; anything else gets code 13 Unauthorized.
  * A failed login gets code 18, is logged with the peer and user and
- * counted; auth_max_failures in a row close the connection. With
+ * counted; auth_max_failures in a row close the connection. A login must
+ * finish within auth_timeout_ms of its first SASL step, and a connection
+ * must send a hello or a login within it of connecting (the janitor asks
+ * cauth_login_expired); connections that only send hellos (drivers'
+ * monitors) are not timed out. Logged-in or not is reported to client.c
+ * (client_set_authenticated), which caps the others (max_unauth_conn). With
  * auth_pool_mode = per_user a login hands its recovered keys to
  * pool/pool_users.h and the client's requests carry its user (req->user);
  * connectionStatus of a logged-in client is then forwarded. With shared,
@@ -22,6 +27,7 @@
 
 #include <bson/bson.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "proxy/router.h"
@@ -61,6 +67,10 @@ void cauth_command(struct client *c, struct request *req, const bson_t *body);
 
 /* Add saslSupportedMechs / speculativeAuthenticate answers to a hello reply. */
 void cauth_extend_hello(struct client *c, const bson_t *hello, bson_t *reply);
+
+/* Janitor: has c, not logged in, run out of auth_timeout_ms (why: the
+ * reason for its close)? */
+bool cauth_login_expired(const struct client *c, uint64_t now, char *why, size_t whylen);
 
 /* The client is freed: wipe its conversation. */
 void cauth_client_free(struct client *c);

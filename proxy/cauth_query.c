@@ -2,8 +2,10 @@
  * cauth_query.c — auth_query's cache and lookups (see cauth_query.h). A
  * lookup is a proxy-made request (no client) through pool_submit, like the
  * proxy's own killCursors (proxy/cursor.c); its reply comes back through
- * request->internal_reply. Submits are deferred to their own event: a
- * lookup may be asked for while the pool is calling back (a hello reply).
+ * request->internal_reply. Submits are deferred to their own event (the
+ * pump): a lookup may be asked for, or end, while the pool is calling back
+ * (a hello reply). The pump sends queued lookups in order while fewer than
+ * max_inflight() run; the bounds a connection meets are in lookup().
  */
 #include "proxy/cauth_query.h"
 
@@ -23,12 +25,13 @@
 #include "pool/pool.h"
 #include "proxy/client.h"
 
-#define CQ_MAX_ENTRIES 10000 /* least recently fetched idle entries go first */
+#define STR_(x) #x
+#define STR(x)	STR_(x)
 
 enum cq_state {
 	E_STALE,     /* nothing usable: look up on the next cq_get */
-	E_QUEUED,    /* lookup to submit (pump) */
-	E_RUNNING,   /* lookup sent */
+	E_QUEUED,    /* lookup to submit: on `queued` (pump) */
+	E_RUNNING,   /* lookup sent (counted in nrunning) */
 	E_FOUND,     /* ue holds the secrets, fetched at fetched_usec */
 	E_NOT_FOUND, /* the backend has no such user (as of fetched_usec) */
 };
@@ -36,13 +39,17 @@ enum cq_state {
 TAILQ_HEAD(cq_waiter_list, cq_waiter);
 
 /* One user's cache entry. Rules: unique by (db, user) in `entries`, oldest
- * fetch first; waiters only while E_QUEUED / E_RUNNING; ue wiped whenever
- * the state leaves E_FOUND; req is the lookup in flight (E_RUNNING), whose
- * internal_reply points here, and `timer` (queue_timeout_ms) bounds it: on
- * expiry the request is cut loose (its late reply is dropped). */
+ * fetch first; on `queued` (qlink) exactly while E_QUEUED, which it is only
+ * with a waiter or as a hello's warm-up (`warm`); waiters only while
+ * E_QUEUED / E_RUNNING; ue wiped whenever the state leaves E_FOUND; req is
+ * the lookup in flight (E_RUNNING), whose internal_reply points here, and
+ * `timer` (queue_timeout_ms) bounds it: on expiry the request is cut loose
+ * (its late reply is dropped). */
 struct cq_entry {
 	TAILQ_ENTRY(cq_entry) link;
+	TAILQ_ENTRY(cq_entry) qlink;
 	enum cq_state state;
+	bool warm;
 	struct request *req;
 	struct event *timer;
 	uint64_t fetched_usec;
@@ -52,12 +59,41 @@ struct cq_entry {
 
 TAILQ_HEAD(cq_entry_list, cq_entry);
 static struct cq_entry_list entries = TAILQ_HEAD_INITIALIZER(entries);
-static size_t nentries;
+/* E_QUEUED entries in the order their lookups were asked for. */
+static struct cq_entry_list queued = TAILQ_HEAD_INITIALIZER(queued);
+static int nentries, nqueued, nrunning;
 static struct event *pump_ev;
+static struct log_rl rl_refused = {.what = "auth_query lookups refused"};
+static struct log_rl rl_failed = {.what = "failed auth_query lookups"};
 
 bool cq_enabled(void)
 {
 	return g.cfg.auth_query;
+}
+
+int cq_cache_entries(void)
+{
+	return nentries;
+}
+
+int cq_inflight(void)
+{
+	return nrunning;
+}
+
+/* Lookups sent at once: the setting, and never every connection of the pool. */
+static int max_inflight(void)
+{
+	int64_t n = g.cfg.auth_query_max_inflight;
+
+	if (n > g.cfg.pool_size - 1)
+		n = g.cfg.pool_size - 1;
+	return n < 1 ? 1 : (int)n;
+}
+
+static bool pending(const struct cq_entry *e)
+{
+	return e->state == E_QUEUED || e->state == E_RUNNING;
 }
 
 static struct cq_entry *find(const char *db, const char *user)
@@ -80,29 +116,28 @@ static void entry_free(struct cq_entry *e)
 	free(e);
 }
 
-/* Room for one more: drop the oldest entry nobody waits for. */
-static void make_room(void)
+/* Room for one more within auth_cache_max_entries: drop the oldest entries
+ * nobody waits for. False when every entry is a pending lookup. */
+static bool make_room(void)
+{
+	struct cq_entry *e, *next;
+
+	for (e = TAILQ_FIRST(&entries); e != NULL && nentries >= g.cfg.auth_cache_max_entries;
+	     e = next) {
+		next = TAILQ_NEXT(e, link);
+		if (!pending(e))
+			entry_free(e);
+	}
+	return nentries < g.cfg.auth_cache_max_entries;
+}
+
+/* A new entry; NULL when the cache is full of pending lookups. */
+static struct cq_entry *entry_new(const char *db, const char *user)
 {
 	struct cq_entry *e;
 
-	if (nentries < CQ_MAX_ENTRIES)
-		return;
-	TAILQ_FOREACH(e, &entries, link)
-		if (e->state != E_QUEUED && e->state != E_RUNNING) {
-			entry_free(e);
-			return;
-		}
-}
-
-static struct cq_entry *entry_get(const char *db, const char *user)
-{
-	struct cq_entry *e = find(db, user);
-
-	if (e != NULL)
-		return e;
-	if (strlen(db) >= sizeof(e->ue.db) || strlen(user) >= sizeof(e->ue.user))
+	if (!make_room())
 		return NULL;
-	make_room();
 	e = xcalloc(1, sizeof(*e));
 	snprintf(e->ue.db, sizeof(e->ue.db), "%s", db);
 	snprintf(e->ue.user, sizeof(e->ue.user), "%s", user);
@@ -112,17 +147,51 @@ static struct cq_entry *entry_get(const char *db, const char *user)
 	return e;
 }
 
+static bool name_fits(const char *db, const char *user)
+{
+	struct cq_entry *e;
+
+	return strlen(db) < sizeof(e->ue.db) && strlen(user) < sizeof(e->ue.user);
+}
+
 static bool fresh(const struct cq_entry *e)
 {
+	int64_t ttl = e->state == E_FOUND ? g.cfg.auth_cache_ttl_ms : g.cfg.auth_negative_ttl_ms;
+
 	return (e->state == E_FOUND || e->state == E_NOT_FOUND) &&
-	       g.now_usec - e->fetched_usec < (uint64_t)g.cfg.auth_cache_ttl_ms * 1000;
+	       g.now_usec - e->fetched_usec < (uint64_t)ttl * 1000;
 }
 
 static void set_stale(struct cq_entry *e)
 {
 	OPENSSL_cleanse(&e->ue.sha1, sizeof(e->ue.sha1));
 	OPENSSL_cleanse(&e->ue.sha256, sizeof(e->ue.sha256));
+	if (e->state == E_QUEUED) {
+		TAILQ_REMOVE(&queued, e, qlink);
+		nqueued--;
+	}
 	e->state = E_STALE;
+	e->warm = false;
+}
+
+static void pump_cb(evutil_socket_t fd, short what, void *arg);
+
+/* Run the pump after this callback (a lookup may be asked for, or end,
+ * while the pool is calling back). */
+static void kick(void)
+{
+	if (pump_ev == NULL && (pump_ev = event_new(g.base, -1, 0, pump_cb, NULL)) == NULL)
+		fatal("out of memory");
+	event_active(pump_ev, EV_TIMEOUT, 1);
+}
+
+/* A sent lookup ended (answered, failed, cut loose): its slot is free. */
+static void lookup_ended(struct cq_entry *e)
+{
+	e->req = NULL;
+	nrunning--;
+	if (nqueued > 0)
+		kick();
 }
 
 /* Every waiter's done(), each taken off the list first. */
@@ -145,7 +214,7 @@ static void on_reply(void *arg, const bson_t *reply)
 	char why[300] = "the lookup was abandoned (shutdown or backend gone)";
 	int32_t code = 0;
 
-	e->req = NULL;
+	lookup_ended(e);
 	if (e->timer != NULL)
 		evtimer_del(e->timer);
 	if (reply != NULL &&
@@ -163,11 +232,12 @@ static void on_reply(void *arg, const bson_t *reply)
 		return;
 	}
 	STAT_INC(auth_query_errors);
-	log_error("auth_query: usersInfo for \"%s.%s\" as the proxy's backend_uri identity "
-		  "failed: %s%s",
-		  e->ue.db, e->ue.user, why,
-		  code == 13 ? " (that identity needs the viewUser privilege on this database)"
-			     : "");
+	log_rl_msg(&rl_failed, LOG_LVL_ERROR,
+		   "auth_query: usersInfo for \"%s.%s\" as the proxy's backend_uri identity "
+		   "failed: %s%s",
+		   e->ue.db, e->ue.user, why,
+		   code == 13 ? " (that identity needs the viewUser privilege on this database)"
+			      : "");
 	set_stale(e);
 	wake(e, CQ_ERROR, why);
 }
@@ -183,11 +253,12 @@ static void timeout_cb(evutil_socket_t fd, short what, void *arg)
 	if (e->req == NULL)
 		return;
 	e->req->internal_reply = NULL; /* its reply, if any, is dropped */
-	e->req = NULL;
+	lookup_ended(e);
 	snprintf(why, sizeof(why), "no answer within queue_timeout_ms = %" PRId64,
 		 g.cfg.queue_timeout_ms);
 	STAT_INC(auth_query_errors);
-	log_error("auth_query: usersInfo for \"%s.%s\": %s", e->ue.db, e->ue.user, why);
+	log_rl_msg(&rl_failed, LOG_LVL_ERROR, "auth_query: usersInfo for \"%s.%s\": %s", e->ue.db,
+		   e->ue.user, why);
 	set_stale(e);
 	wake(e, CQ_ERROR, why);
 }
@@ -226,80 +297,138 @@ static void submit(struct cq_entry *e)
 	req->internal_arg = e;
 	e->state = E_RUNNING;
 	e->req = req;
+	nrunning++;
 	arm_timer(e);
 	STAT_INC(auth_query_lookups);
 	log_debug("auth_query: looking up \"%s.%s\" on the backend", e->ue.db, e->ue.user);
 	pool_submit(req);
 }
 
+/* Send queued lookups while slots are free; a queued lookup whose waiters
+ * all left is dropped unsent. */
 static void pump_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct cq_entry *e, *next;
+	struct cq_entry *e;
 
 	(void)fd;
 	(void)what;
 	(void)arg;
 	proxy_tick();
-	TAILQ_FOREACH_SAFE(e, &entries, link, next)
-		if (e->state == E_QUEUED)
+	while (nrunning < max_inflight() && (e = TAILQ_FIRST(&queued)) != NULL) {
+		bool wanted = e->warm || !TAILQ_EMPTY(&e->waiters);
+
+		set_stale(e); /* off the queue */
+		if (wanted)
 			submit(e);
+	}
 }
 
-static void start(struct cq_entry *e)
+/* The lookup of e waits for a slot; the pump sends it. */
+static void start(struct cq_entry *e, bool warm)
 {
 	set_stale(e);
 	e->state = E_QUEUED;
-	if (pump_ev == NULL && (pump_ev = event_new(g.base, -1, 0, pump_cb, NULL)) == NULL)
-		fatal("out of memory");
-	event_active(pump_ev, EV_TIMEOUT, 1);
+	e->warm = warm;
+	TAILQ_INSERT_TAIL(&queued, e, qlink);
+	if (++nqueued + nrunning > max_inflight())
+		STAT_INC(auth_query_waited);
+	kick();
 }
 
 static void join(struct cq_entry *e, struct cq_waiter *w)
 {
-	if (w == NULL)
-		return;
 	if (!TAILQ_EMPTY(&e->waiters))
 		STAT_INC(auth_query_shared);
 	w->entry = e;
 	TAILQ_INSERT_TAIL(&e->waiters, w, link);
 }
 
-enum cq_status cq_get(const char *db, const char *user, struct cq_waiter *w,
-		      const struct users_entry **out)
+static enum cq_status refuse(struct cq_waiter *w, const char *db, const char *user, const char *why)
 {
-	struct cq_entry *e = entry_get(db, user);
+	STAT_INC(auth_query_refused);
+	w->refused = why;
+	log_rl_msg(&rl_refused, LOG_LVL_WARNING, "auth_query: no lookup of \"%s.%s\": %s", db, user,
+		   why);
+	return CQ_REFUSED;
+}
 
-	*out = NULL;
-	if (e == NULL)
-		return CQ_NOT_FOUND; /* names longer than any user's */
-	if (fresh(e)) {
-		STAT_INC(auth_query_cache_hits);
-		*out = e->state == E_FOUND ? &e->ue : NULL;
-		return e->state == E_FOUND ? CQ_FOUND : CQ_NOT_FOUND;
-	}
-	if (e->state != E_QUEUED && e->state != E_RUNNING)
-		start(e);
-	join(e, w);
+/* A new lookup of db.user (e: its entry, NULL if none) for w's connection,
+ * within the bounds (see cauth_query.h). */
+static enum cq_status lookup(struct cq_entry *e, const char *db, const char *user,
+			     struct cq_waiter *w, bool wait)
+{
+	if (w->lookups >= CQ_CONN_LOOKUPS)
+		return refuse(w, db, user,
+			      "this connection started " STR(
+				  CQ_CONN_LOOKUPS) " lookups and has not logged in since");
+	if (!wait && nqueued + nrunning >= max_inflight())
+		return refuse(w, db, user,
+			      "a hello's lookup, and every auth_query_max_inflight slot is busy");
+	if (e == NULL && (e = entry_new(db, user)) == NULL)
+		return refuse(w, db, user,
+			      "auth_cache_max_entries reached, all of them lookups in progress");
+	w->lookups++;
+	start(e, !wait);
+	if (wait)
+		join(e, w);
 	return CQ_PENDING;
 }
 
-void cq_refresh(const char *db, const char *user, struct cq_waiter *w)
+enum cq_status cq_get(const char *db, const char *user, struct cq_waiter *w, bool wait,
+		      const struct users_entry **out)
 {
-	struct cq_entry *e = entry_get(db, user);
+	struct cq_entry *e;
 
-	if (e == NULL) {
-		w->done(w, CQ_NOT_FOUND, NULL, NULL);
-		return;
+	*out = NULL;
+	if (!name_fits(db, user))
+		return CQ_NOT_FOUND; /* names longer than any user's */
+	e = find(db, user);
+	if (e != NULL && fresh(e)) {
+		if (e->state == E_NOT_FOUND) {
+			STAT_INC(auth_query_negative_hits);
+			return CQ_NOT_FOUND;
+		}
+		STAT_INC(auth_query_cache_hits);
+		*out = &e->ue;
+		return CQ_FOUND;
 	}
-	if (e->state != E_QUEUED && e->state != E_RUNNING)
-		start(e);
-	join(e, w);
+	if (e != NULL && pending(e)) {
+		if (wait)
+			join(e, w);
+		return CQ_PENDING;
+	}
+	return lookup(e, db, user, w, wait);
+}
+
+enum cq_status cq_refresh(const char *db, const char *user, struct cq_waiter *w)
+{
+	struct cq_entry *e;
+
+	if (!name_fits(db, user))
+		return CQ_NOT_FOUND;
+	e = find(db, user);
+	if (e != NULL && pending(e)) {
+		join(e, w);
+		return CQ_PENDING;
+	}
+	if (e != NULL)
+		set_stale(e);
+	return lookup(e, db, user, w, true);
 }
 
 void cq_cancel(struct cq_waiter *w)
 {
-	if (w->entry == NULL)
+	struct cq_entry *e = w->entry;
+
+	if (e == NULL)
 		return;
-	TAILQ_REMOVE(&w->entry->waiters, w, link);
+	TAILQ_REMOVE(&e->waiters, w, link);
 	w->entry = NULL;
+	if (e->state == E_QUEUED && !e->warm && TAILQ_EMPTY(&e->waiters))
+		set_stale(e); /* nobody wants it any more: never sent */
+}
+
+void cq_logged_in(struct cq_waiter *w)
+{
+	w->lookups = 0;
 }

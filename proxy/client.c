@@ -68,7 +68,12 @@ static struct client_list clients_justfree = TAILQ_HEAD_INITIALIZER(clients_just
 static int n_active;
 static uint64_t next_client_id = 1;
 
-static int n_over_limit; /* accepted beyond max_client_conn, awaiting refusal */
+static int n_over_limit; /* accepted beyond a limit (refused_by), awaiting refusal */
+static int n_unauth;	 /* active, admitted and not logged in (max_unauth_conn) */
+/* Repeatable lines: refusals at accept and their closes, auth_timeout_ms closes. */
+static struct log_rl rl_refused = {.what = "connections refused at accept"};
+static struct log_rl rl_refused_close = {.what = "refused connections closed"};
+static struct log_rl rl_auth_timeout = {.what = "connections closed by auth_timeout_ms"};
 
 static void sbuf_cb_client(struct sbuf *sb, enum sbuf_event ev, void *arg);
 static void resume_cb(evutil_socket_t fd, short what, void *arg);
@@ -111,13 +116,16 @@ static void client_set_state(struct client *c, enum client_state st)
 	if (c->state == CL_ACTIVE) {
 		TAILQ_REMOVE(&clients_active, c, link);
 		n_active--;
-		if (c->over_limit)
+		if (c->refused_by != NULL)
 			n_over_limit--;
+		else if (!c->authenticated)
+			n_unauth--;
 	}
 	c->state = st;
 	if (st == CL_ACTIVE) {
 		TAILQ_INSERT_TAIL(&clients_active, c, link);
 		n_active++;
+		n_unauth++; /* new: neither refused nor logged in */
 	} else {
 		TAILQ_INSERT_TAIL(&clients_justfree, c, link);
 		janitor_schedule_free();
@@ -141,6 +149,37 @@ static void format_peer(const struct sockaddr *addr, char *buf, size_t len)
 	} else {
 		snprintf(buf, len, "unix");
 	}
+}
+
+int64_t client_max_unauth(void)
+{
+	int64_t n = g.cfg.max_unauth_conn ? g.cfg.max_unauth_conn : g.cfg.max_client_conn / 2;
+
+	return n < 1 ? 1 : n;
+}
+
+int client_count_unauthenticated(void)
+{
+	return cauth_enabled() ? n_unauth : 0;
+}
+
+void client_set_authenticated(struct client *c, bool on)
+{
+	if (c->authenticated == on)
+		return;
+	c->authenticated = on;
+	if (c->state == CL_ACTIVE && c->refused_by == NULL)
+		n_unauth += on ? -1 : 1;
+}
+
+/* Accepted beyond `limit` (of value max): its first request is refused. */
+static void refuse(struct client *c, const char *limit, int64_t max)
+{
+	c->refused_by = limit;
+	n_over_limit++;
+	n_unauth--;
+	client_log_rl(&rl_refused, LOG_LVL_WARNING, c, "over %s (%" PRId64 "), will refuse", limit,
+		      max);
 }
 
 void client_accept(int fd, const struct sockaddr *addr, int addrlen)
@@ -172,28 +211,31 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 	client_set_state(c, CL_ACTIVE);
 	STAT_INC(clients_accepted);
 	if (n_active - n_over_limit > g.cfg.max_client_conn) {
-		c->over_limit = true;
-		n_over_limit++;
 		STAT_INC(clients_refused);
-		client_warning(c, "over max_client_conn (%" PRId64 "), will refuse",
-			       g.cfg.max_client_conn);
+		refuse(c, "max_client_conn", g.cfg.max_client_conn);
+	} else if (cauth_enabled() && n_unauth > client_max_unauth()) {
+		STAT_INC(clients_refused_unauth);
+		refuse(c, "max_unauth_conn", client_max_unauth());
 	}
 	sbuf_set_read_high(&c->sb, (size_t)g.cfg.max_client_buffer_bytes);
 	client_debug(c, "connected");
 }
 
-void client_close(struct client *c, const char *fmt, ...)
+static void close_reason(struct client *c, struct log_rl *rl, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+
+/* client_close's work; the reason logged through rl if not NULL. */
+static void close_reason(struct client *c, struct log_rl *rl, const char *fmt, va_list ap)
 {
 	char reason[256];
-	va_list ap;
 
 	if (c->state == CL_JUSTFREE)
 		return;
-	va_start(ap, fmt);
 	vsnprintf(reason, sizeof(reason), fmt, ap);
-	va_end(ap);
 	if (strcmp(reason, "client closed") == 0)
 		client_debug(c, "closing: %s", reason);
+	else if (rl != NULL)
+		client_log_rl(rl, LOG_LVL_INFO, c, "closing: %s", reason);
 	else
 		client_info(c, "closing: %s", reason);
 	awaithello_client_closed(c);
@@ -204,6 +246,24 @@ void client_close(struct client *c, const char *fmt, ...)
 	sbuf_close(&c->sb);
 	event_del(c->resume_ev);
 	client_set_state(c, CL_JUSTFREE);
+}
+
+void client_close(struct client *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	close_reason(c, NULL, fmt, ap);
+	va_end(ap);
+}
+
+void client_close_rl(struct client *c, struct log_rl *rl, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	close_reason(c, rl, fmt, ap);
+	va_end(ap);
 }
 
 void client_free_deferred(void)
@@ -328,7 +388,10 @@ static void process_input(struct client *c)
 	if (c->state == CL_ACTIVE && !c->closing)
 		set_reading(c, false);
 	if (c->closing) {
-		if (sbuf_pending_out(&c->sb) == 0)
+		if (sbuf_pending_out(&c->sb) == 0 && c->refused_by != NULL)
+			client_close_rl(c, &rl_refused_close, "closed after error reply (%s)",
+					c->refused_by);
+		else if (sbuf_pending_out(&c->sb) == 0)
 			client_close(c, "closed after error reply");
 		else
 			sbuf_notify_drained(&c->sb, 0);
@@ -423,14 +486,20 @@ void client_janitor(uint64_t now)
 	struct client *c, *tmp;
 	uint64_t idle_us = (uint64_t)g.cfg.client_idle_timeout_ms * 1000;
 	uint64_t read_us = (uint64_t)g.cfg.client_read_timeout_ms * 1000;
+	char why[160];
 
 	TAILQ_FOREACH_SAFE(c, &clients_active, link, tmp) {
 		memory_recheck(c);
 		if (write_stalled(c, now)) {
 			close_write_stalled(c);
-		} else if (c->over_limit && now - c->connected_usec > read_us) {
-			client_close(c, "refused (max_client_conn) and sent no request within "
-					"client_read_timeout_ms");
+		} else if (c->refused_by != NULL && now - c->connected_usec > read_us) {
+			client_close_rl(c, &rl_refused_close,
+					"refused (%s) and sent no request within "
+					"client_read_timeout_ms",
+					c->refused_by);
+		} else if (cauth_login_expired(c, now, why, sizeof(why))) {
+			STAT_INC(clients_auth_timeout);
+			client_close_rl(c, &rl_auth_timeout, "%s", why);
 		} else if (sbuf_tls_handshaking(&c->sb) && now - c->connected_usec > read_us) {
 			client_close(c,
 				     "TLS handshake not completed within %" PRId64

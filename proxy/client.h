@@ -44,8 +44,11 @@ struct client {
 	uint64_t last_active_usec;   /* last byte received or reply sent */
 	uint64_t partial_since_usec; /* 0, or when an incomplete message began */
 	bool hello_seen;	     /* first hello (with metadata) done */
-	bool over_limit;	     /* accepted beyond max_client_conn: refuse and close */
-	bool closing;		     /* flush output, then close */
+	/* Accepted beyond this limit ("max_client_conn", "max_unauth_conn"):
+	 * refuse its first request and close. NULL: admitted. */
+	const char *refused_by;
+	bool authenticated; /* logged in (proxy/cauth.c); else counted in max_unauth_conn */
+	bool closing;	    /* flush output, then close */
 	bool reading_paused;
 	bool memory_held; /* not read: heavy while at max_buffer_bytes (proxy/membound.h) */
 	/* proxy/client_compress.c: compressor id negotiated in its hello (-1:
@@ -77,6 +80,9 @@ TAILQ_HEAD(client_list, client);
 		if (log_enabled(LOG_LVL_INFO))                                                     \
 			client_log(LOG_LVL_INFO, c, fmt, ##__VA_ARGS__);                           \
 	} while (0)
+/* A line an attacker can repeat (core/log.h, struct log_rl). */
+#define client_log_rl(rl, lvl, c, fmt, ...)                                                        \
+	log_rl_msg(rl, lvl, "C-%" PRIu64 " %s: " fmt, (c)->id, (c)->peer, ##__VA_ARGS__)
 #define client_debug(c, fmt, ...)                                                                  \
 	do {                                                                                       \
 		if (log_enabled(LOG_LVL_DEBUG))                                                    \
@@ -96,6 +102,15 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen);
 
 /* Close with a reason that reaches the log; the free is deferred. */
 void client_close(struct client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same, the reason logged through rl (closes an attacker can repeat). */
+void client_close_rl(struct client *c, struct log_rl *rl, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* c logged in (true) or out (proxy/cauth.c): max_unauth_conn counts the others. */
+void client_set_authenticated(struct client *c, bool on);
+/* Connections not logged in (auth_mode = scram; else 0), and their cap. */
+int client_count_unauthenticated(void);
+int64_t client_max_unauth(void);
 
 /* A reply was queued or a request finished: resume parsing input. */
 void client_request_finished(struct client *c);

@@ -345,10 +345,18 @@ void client_handle_message(struct client *c, struct evbuffer **bufp, size_t len)
 	char msg[128];
 
 	STAT_INC(requests_total);
-	if (c->over_limit) {
-		snprintf(msg, sizeof(msg),
-			 "mongoplex: too many client connections (max_client_conn = %" PRId64 ")",
-			 g.cfg.max_client_conn);
+	if (c->refused_by != NULL) {
+		if (strcmp(c->refused_by, "max_unauth_conn") == 0)
+			snprintf(msg, sizeof(msg),
+				 "mongoplex: too many client connections not logged in "
+				 "(max_unauth_conn = %" PRId64 ")",
+				 client_max_unauth());
+		else
+			snprintf(
+			    msg, sizeof(msg),
+			    "mongoplex: too many client connections (max_client_conn = %" PRId64
+			    ")",
+			    g.cfg.max_client_conn);
 		reply_error(c, wire_read_i32(data + 4), opcode == OP_QUERY,
 			    MP_ERR(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED), msg,
 			    MP_ERR_LABELS(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED));

@@ -7,6 +7,7 @@
 
 #include <event2/event.h>
 
+#include "core/log.h"
 #include "pool/pool.h"
 #include "pool/server.h"
 #include "proxy/client.h"
@@ -33,6 +34,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	(void)arg;
 	client_janitor(now);
 	pool_janitor(now);
+	log_rl_tick(); /* counts of rate-limited log lines */
 }
 
 void janitor_start(void)

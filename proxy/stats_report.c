@@ -14,6 +14,7 @@
 #include "pool/pool.h"
 #include "pool/pin.h"
 #include "pool/sticky.h"
+#include "proxy/cauth_query.h"
 #include "proxy/client.h"
 #include "proxy/cursor.h"
 #include "proxy/cursor_table.h"
@@ -35,6 +36,7 @@ struct gauges {
 	int memory_paused, clients_memory_paused, clients_pinned_unacked;
 	int hellos_held;
 	int lb_pinned_connections;
+	int clients_unauthenticated, auth_query_cache_entries, auth_query_inflight;
 };
 
 static void gauges_read(struct gauges *gs)
@@ -58,6 +60,9 @@ static void gauges_read(struct gauges *gs)
 	gs->clients_pinned_unacked = sticky_clients();
 	gs->hellos_held = awaithello_held_count();
 	gs->lb_pinned_connections = pin_count();
+	gs->clients_unauthenticated = client_count_unauthenticated();
+	gs->auth_query_cache_entries = cq_cache_entries();
+	gs->auth_query_inflight = cq_inflight();
 }
 
 #define MP_GAUGES(X)                                                                               \
@@ -78,7 +83,10 @@ static void gauges_read(struct gauges *gs)
 	X(clients_pinned_unacked, "Clients whose requests follow their unacknowledged write")      \
 	X(hellos_held, "Awaitable hellos held until a topology change or maxAwaitTimeMS")          \
 	X(lb_pinned_connections, "Backend connections pinned to load-balanced "                    \
-				 "cursors/transactions")
+				 "cursors/transactions")                                           \
+	X(clients_unauthenticated, "Client connections not logged in (auth_mode = scram)")         \
+	X(auth_query_cache_entries, "auth_query cache entries, lookups in progress included")      \
+	X(auth_query_inflight, "auth_query lookups sent to the backend and not answered yet")
 
 static void hist_to_bson(bson_t *parent, const struct hist *h)
 {

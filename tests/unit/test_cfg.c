@@ -283,6 +283,14 @@ Test(cfg, min_pool_size_above_pool_size)
 		     "min_pool_size (20) exceeds pool_size (16)");
 }
 
+Test(cfg, max_unauth_conn_above_max_client_conn)
+{
+	expect_error("[mongoplex]\nmax_client_conn = 50\nmax_unauth_conn = 64\n", 3,
+		     "max_unauth_conn (64) exceeds max_client_conn (50)");
+	expect_error("[mongoplex]\nmax_unauth_conn = 20000\n", 2,
+		     "max_unauth_conn (20000) exceeds max_client_conn (10000)");
+}
+
 Test(cfg, bad_backend_uri)
 {
 	expect_error("[mongoplex]\npool_size = 4\n\nbackend_uri = http://localhost:27017\n", 4,
