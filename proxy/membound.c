@@ -27,6 +27,11 @@ static void tell_cb(evutil_socket_t fd, short what, void *arg)
 	client_memory_paused(paused);
 }
 
+/* A client can make the bound flap (fill, drain, fill): both lines are
+ * rate-limited. */
+static struct log_rl rl_paused = {.what = "memory bound pauses"};
+static struct log_rl rl_resumed = {.what = "memory bound resumes"};
+
 static void update(void)
 {
 	int64_t max = g.cfg.max_buffer_bytes;
@@ -36,13 +41,15 @@ static void update(void)
 		return;
 	paused = next;
 	if (paused)
-		log_warning("memory bound: %lld bytes buffered for clients (max_buffer_bytes = "
-			    "%lld): clients holding more than their share are not read until it "
-			    "drains",
-			    (long long)bytes, (long long)max);
+		log_rl_msg(&rl_paused, LOG_LVL_WARNING,
+			   "memory bound: %lld bytes buffered for clients (max_buffer_bytes = "
+			   "%lld): clients holding more than their share are not read until it "
+			   "drains",
+			   (long long)bytes, (long long)max);
 	else
-		log_warning("memory bound: %lld bytes buffered for clients, reading resumed",
-			    (long long)bytes);
+		log_rl_msg(&rl_resumed, LOG_LVL_WARNING,
+			   "memory bound: %lld bytes buffered for clients, reading resumed",
+			   (long long)bytes);
 	if (tell == NULL && g.base != NULL)
 		tell = event_new(g.base, -1, 0, tell_cb, NULL);
 	if (tell != NULL)
