@@ -1238,9 +1238,10 @@ static void fair_run(int pool, struct fair_result *res)
  * client's waiting requests, and is inserted after every waiting request
  * of a lower or equal round; dispatching one from the queue raises
  * pool->round to its round. After the warm-up every request here is
- * dispatchable, so connections always take the head of the queue; the
- * queue is sorted by round, so every waiting request has a round >=
- * pool->round.
+ * dispatchable (no reply size unknown, no client's output anywhere near
+ * max_client_buffer_bytes), so a connection always takes the head of the
+ * queue; the queue is sorted by round, so every waiting request has a
+ * round >= pool->round.
  *
  * A well-behaved client has nothing else in flight: its request W gets
  * round pool->round + 1 = r. Ahead of W are the waiting requests of rounds
@@ -1258,11 +1259,11 @@ static void fair_run(int pool, struct fair_result *res)
  * run, not on the queue; they are logged, not asserted.
  *
  * A FIFO queue lets every greedy request already queued (up to
- * max_inflight_per_client = 16, less the pool_size running) go ahead of a
- * later arrival. Run against a pool_dispatch.c whose enqueue() appends at
- * the tail, both tests below fail: median 15..16 and max 16 greedy
- * dispatches per wait, at either pool size, where the round-robin queue
- * gives median 1 and max 1..2.
+ * max_inflight_per_client = 16) go ahead of a later arrival. Run against a
+ * pool_dispatch.c whose enqueue() appends at the tail, both tests below
+ * fail: median 15..16 and max 16 greedy dispatches per wait, at either
+ * pool size, where the round-robin queue gives median 1 and max 1 (2 when
+ * the greedy request of the current round is still queued).
  */
 #define FAIR_SHARE 2
 
