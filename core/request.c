@@ -123,8 +123,12 @@ static void move(struct request *req, enum request_state st, struct request_queu
 {
 	if (q == NULL)
 		q = own_list(st);
-	log_debug("R-%" PRIu64 " (%s) %s -> %s", req->id, req->ops->name, state_names[req->state],
-		  state_names[st]);
+	if (req->owner != NULL) /* C-<id>: its client's, as in the client's own log lines */
+		log_debug("R-%" PRIu64 " (%s) C-%" PRIu64 " %s -> %s", req->id, req->ops->name,
+			  req->owner->id, state_names[req->state], state_names[st]);
+	else
+		log_debug("R-%" PRIu64 " (%s) %s -> %s", req->id, req->ops->name,
+			  state_names[req->state], state_names[st]);
 	leave_list(req);
 	owner_count(req, req->state, st);
 	state_count[req->state]--;

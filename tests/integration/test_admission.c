@@ -1,8 +1,9 @@
 /*
  * test_admission.c — admission control under load: fair queuing across
- * clients (one client pipelining 1,000 requests beside 50 well-behaved
- * ones), max_queue with 2,000 concurrent requests, max_client_conn,
- * query_timeout_ms and queue_timeout_ms against a slow backend, and what
+ * clients (one client pipelining batches of 1,000 requests beside 50
+ * well-behaved ones; the order of service read from the proxy's debug
+ * log), max_queue with 2,000 concurrent
+ * requests, max_client_conn, query_timeout_ms and queue_timeout_ms against a slow backend, and what
  * pymongo does with the proxy's overload errors (retry_pymongo.py).
  *
  * Slow replies come from a scripted mockupdb backend (mock_backend.py, run
@@ -280,17 +281,21 @@ static int count_keys(const bson_t *doc, const char *path)
 
 /* ================================================================ (a) fairness */
 
-#define FAIR_INFLIGHT 16 /* max_inflight_per_client (the default) */
-#define FAIR_GREEDY   1000
-#define FAIR_CLIENTS  50
-#define FAIR_REQS     20
-#define FAIR_DOCS     3
+#define FAIR_INFLIGHT	16   /* max_inflight_per_client (the default) */
+#define FAIR_GREEDY	1000 /* one batch of the greedy pipeline */
+#define FAIR_GREEDY_MAX (20 * FAIR_GREEDY)
+#define FAIR_CLIENTS	50
+#define FAIR_REQS	20
+#define FAIR_DOCS	3
 
 /*
- * Timing. "Greedy replies that arrived while a well-behaved request waited"
- * must not depend on when our threads get a CPU (2 cores, 50 client
- * threads, the proxy and the backend), so every stamp is on CLOCK_REALTIME
- * in nanoseconds and comes from the kernel where it matters:
+ * What is asserted is the order of service in the proxy, read from its log
+ * (fair_order below): it depends only on the queue. The clients' own view,
+ * "greedy replies that arrived while a well-behaved request waited", is
+ * logged beside it; it still depends on when our threads, the proxy and
+ * the backend get a CPU (it once failed in CI under load), so it is not
+ * asserted. To blur it as little as possible every stamp is on
+ * CLOCK_REALTIME in nanoseconds and comes from the kernel where it matters:
  *  - a greedy reply: the kernel's receive time of its last byte
  *    (SO_TIMESTAMPNS). Two things would still blur it, and are prevented:
  *    TCP flow control holding replies back in the proxy while our reader
@@ -360,11 +365,13 @@ static enum raw_status recv_full_ts(int fd, uint8_t *buf, size_t n, int64_t dead
  * socket that records when a request has been handed to the kernel and the
  * kernel's receive time of the last byte of the reply (SO_TIMESTAMPNS). So
  * a client thread that waits for a CPU before sending or after its reply
- * arrived does not stretch the measured wait.
+ * arrived does not stretch the measured wait. Its local port names the
+ * connection in the proxy's log.
  */
 struct ts_ctx {
 	int64_t sent_ns; /* last writev completed */
 	int64_t rx_ns;	 /* kernel arrival of the last bytes read */
+	int port;	 /* local port of the connection: names it in the proxy's log */
 };
 
 struct ts_stream {
@@ -575,6 +582,14 @@ static bool ts_should_retry(mongoc_stream_t *stream)
 	return ((struct ts_stream *)stream)->err == EAGAIN;
 }
 
+static int local_port(int fd)
+{
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+
+	return getsockname(fd, (struct sockaddr *)&sa, &sl) == 0 ? ntohs(sa.sin_port) : -1;
+}
+
 static mongoc_stream_t *ts_initiator(const mongoc_uri_t *uri, const mongoc_host_list_t *host,
 				     void *user_data, bson_error_t *error)
 {
@@ -593,6 +608,7 @@ static mongoc_stream_t *ts_initiator(const mongoc_uri_t *uri, const mongoc_host_
 	s = calloc(1, sizeof(*s));
 	s->fd = fd;
 	s->ctx = user_data;
+	s->ctx->port = local_port(fd);
 	s->vt.type = TS_STREAM_TYPE;
 	s->vt.destroy = ts_destroy;
 	s->vt.close = ts_close;
@@ -612,12 +628,15 @@ struct fair {
 	const char *uri;
 	char db[64];
 	int greedy_fd;
+	int greedy_port, wb_port[FAIR_CLIENTS]; /* local ports: C-<id> in the proxy's log */
 	pthread_barrier_t start, go;
-	/* greedy reader results */
-	int greedy_read, greedy_ok, greedy_bad, greedy_dups, greedy_no_kernel_ts;
+	/* greedy sender and reader */
+	atomic_int greedy_sent, greedy_read, wb_done;
+	atomic_bool greedy_stop, greedy_reader_done;
+	int greedy_ok, greedy_bad, greedy_dups, greedy_no_kernel_ts;
 	bool greedy_rt_prio;
 	enum raw_status greedy_status;
-	int64_t greedy_ts[FAIR_GREEDY]; /* arrival of the i-th greedy reply */
+	int64_t greedy_ts[FAIR_GREEDY_MAX]; /* arrival of the i-th greedy reply */
 	/* well-behaved request k of client i waited from t0 to t1 */
 	int64_t t0[FAIR_CLIENTS][FAIR_REQS], t1[FAIR_CLIENTS][FAIR_REQS];
 	atomic_int wb_ok, wb_failed;
@@ -679,27 +698,67 @@ static int greedy_connect(int port, int *rcvbuf)
 	return fd;
 }
 
-static void *greedy_sender(void *arg)
+static bool greedy_send_batch(struct fair *f, const bson_t *cmd, int first_id)
 {
-	struct fair *f = arg;
-	bson_t *cmd = fair_cmd(f->db);
 	struct h_buf all;
+	bool ok;
 
 	hb_init(&all);
 	for (int i = 0; i < FAIR_GREEDY; i++) {
 		struct h_buf one;
 
 		hb_init(&one);
-		h_build_msg(&one, i + 1, 0, cmd);
+		h_build_msg(&one, first_id + i, 0, cmd);
 		hb_add(&all, one.data, one.len);
 		hb_free(&one);
 	}
-	/* All 1,000 at once, when the well-behaved clients start measuring;
-	 * the proxy reads FAIR_INFLIGHT at a time. */
-	pthread_barrier_wait(&f->go);
-	if (!raw_send(f->greedy_fd, all.data, all.len))
+	ok = raw_send(f->greedy_fd, all.data, all.len);
+	if (!ok)
 		fair_error(f, "greedy: send failed: %s", strerror(errno));
 	hb_free(&all);
+	return ok;
+}
+
+/*
+ * The greedy pipeline: batches of FAIR_GREEDY requests, the next one sent
+ * whenever fewer than FAIR_GREEDY are unanswered, until every well-behaved
+ * client is done. So the greedy client has requests waiting in the proxy
+ * during the whole measured phase, however fast it is served (on a busy
+ * machine the well-behaved threads may not send for a while, and it is
+ * then served alone); the proxy reads FAIR_INFLIGHT at a time. The
+ * well-behaved clients start once its first reply is back: their first
+ * requests already find it queued.
+ */
+static void *greedy_sender(void *arg)
+{
+	struct fair *f = arg;
+	bson_t *cmd = fair_cmd(f->db);
+	bool released = false;
+	int sent = 0;
+
+	while (sent + FAIR_GREEDY <= FAIR_GREEDY_MAX && greedy_send_batch(f, cmd, sent + 1)) {
+		sent += FAIR_GREEDY;
+		atomic_store(&f->greedy_sent, sent);
+		for (;;) {
+			int unanswered = sent - atomic_load(&f->greedy_read);
+
+			if (!released &&
+			    (unanswered < sent || atomic_load(&f->greedy_reader_done))) {
+				pthread_barrier_wait(&f->go);
+				released = true;
+			}
+			if ((released && atomic_load(&f->wb_done) == FAIR_CLIENTS) ||
+			    atomic_load(&f->greedy_reader_done))
+				goto out;
+			if (released && unanswered < FAIR_GREEDY)
+				break;
+			usleep(1000);
+		}
+	}
+out:
+	if (!released)
+		pthread_barrier_wait(&f->go);
+	atomic_store(&f->greedy_stop, true);
 	bson_destroy(cmd);
 	return NULL;
 }
@@ -707,7 +766,7 @@ static void *greedy_sender(void *arg)
 static void *greedy_reader(void *arg)
 {
 	struct fair *f = arg;
-	bool *seen = calloc(FAIR_GREEDY + 1, sizeof(bool));
+	bool *seen = calloc(FAIR_GREEDY_MAX + 1, sizeof(bool));
 	int64_t deadline = h_now_ms() + 120000;
 	struct sched_param sp = {.sched_priority = 1};
 
@@ -716,13 +775,19 @@ static void *greedy_reader(void *arg)
 	f->greedy_rt_prio = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0;
 
 	f->greedy_status = RAW_OK;
-	for (int i = 0; i < FAIR_GREEDY; i++) {
+	for (int n = 0;; n++) {
 		uint8_t hdr[16], *msg;
 		int32_t len;
 		int64_t ts = 0;
 		struct raw_reply r;
-		enum raw_status st = recv_full_ts(f->greedy_fd, hdr, 16, deadline, &ts);
+		enum raw_status st;
 
+		/* Every reply owed is read; stop once the sender has stopped. */
+		while (n == atomic_load(&f->greedy_sent) && !atomic_load(&f->greedy_stop))
+			usleep(1000);
+		if (n == atomic_load(&f->greedy_sent))
+			break;
+		st = recv_full_ts(f->greedy_fd, hdr, 16, deadline, &ts);
 		if (st == RAW_OK) {
 			memcpy(&len, hdr, 4);
 			len = (int32_t)BSON_UINT32_FROM_LE((uint32_t)len);
@@ -744,10 +809,11 @@ static void *greedy_reader(void *arg)
 			f->greedy_no_kernel_ts++;
 			ts = now_real_ns();
 		}
-		f->greedy_ts[f->greedy_read++] = ts;
+		f->greedy_ts[n] = ts;
+		atomic_store(&f->greedy_read, n + 1);
 		if (!raw_parse_reply(msg, (size_t)len, &r) || !r.have_doc) {
 			f->greedy_bad++;
-		} else if (r.response_to < 1 || r.response_to > FAIR_GREEDY ||
+		} else if (r.response_to < 1 || r.response_to > FAIR_GREEDY_MAX ||
 			   seen[r.response_to]) {
 			f->greedy_dups++;
 		} else {
@@ -760,6 +826,7 @@ static void *greedy_reader(void *arg)
 		}
 		free(msg);
 	}
+	atomic_store(&f->greedy_reader_done, true);
 	free(seen);
 	return NULL;
 }
@@ -768,7 +835,7 @@ static void *fair_worker_main(void *arg)
 {
 	struct fair_worker *w = arg;
 	struct fair *f = w->f;
-	struct ts_ctx ts = {0, 0};
+	struct ts_ctx ts = {0, 0, -1};
 	char app[32];
 	mongoc_client_t *c;
 	bson_t *ping = BCON_NEW("ping", BCON_INT32(1)), *cmd = fair_cmd(NULL), reply;
@@ -785,6 +852,7 @@ static void *fair_worker_main(void *arg)
 		bson_destroy(&reply);
 	if (!connected)
 		fair_error(f, "client %d cannot connect: %s", w->tid, c ? err.message : "-");
+	f->wb_port[w->tid] = ts.port;
 	pthread_barrier_wait(&f->start);
 	/* Request -1 is not measured (the 50 threads wake up together); the
 	 * greedy client starts sending when all 50 have had its answer. */
@@ -816,6 +884,7 @@ static void *fair_worker_main(void *arg)
 		}
 		bson_destroy(&reply);
 	}
+	atomic_fetch_add(&f->wb_done, 1); /* the greedy sender stops when all are */
 	bson_destroy(cmd);
 	bson_destroy(ping);
 	if (c != NULL)
@@ -838,28 +907,228 @@ static int count_between(const int64_t *ts, int n, int64_t lo, int64_t hi)
 	return c;
 }
 
+/*
+ * The order of service, read from the proxy's own log (log_level = debug):
+ * "C-<id> 127.0.0.1:<port>: connected" names each of our connections, and
+ * "R-<id> (client) C-<id> <from> -> <to>" is every move of a request, in
+ * the order the proxy's one event loop made them. A well-behaved request
+ * arrives at its first line ("new -> queued", or "new -> running" when a
+ * connection was idle) and is dispatched at "-> running"; we count the
+ * greedy dispatches between the two. Nothing here depends on when our
+ * threads, the proxy or the backend get a CPU: only on the queue.
+ */
+struct fair_order {
+	uint64_t greedy_cid, wb_cid[FAIR_CLIENTS];
+	int greedy_dispatched; /* greedy "-> running" lines so far */
+	int greedy_queued;     /* greedy requests in the queue now */
+	struct {
+		uint64_t open; /* the request between arrival and dispatch, 0: none */
+		int at;	       /* greedy_dispatched when it arrived */
+		bool contended;
+		int forwarded; /* its requests dispatched so far (the first is not measured) */
+	} wb[FAIR_CLIENTS];
+	int served[FAIR_CLIENTS][FAIR_REQS];	 /* greedy dispatched while request k waited */
+	bool contended[FAIR_CLIENTS][FAIR_REQS]; /* the greedy client had one queued */
+};
+
+static void order_connected(struct fair_order *o, const struct fair *f, uint64_t cid, int port)
+{
+	if (port == f->greedy_port)
+		o->greedy_cid = cid;
+	for (int i = 0; i < FAIR_CLIENTS; i++)
+		if (port == f->wb_port[i])
+			o->wb_cid[i] = cid;
+}
+
+static void order_greedy(struct fair_order *o, const char *from, const char *to)
+{
+	if (strcmp(to, "running") == 0)
+		o->greedy_dispatched++;
+	if (strcmp(to, "queued") == 0)
+		o->greedy_queued++;
+	if (strcmp(from, "queued") == 0)
+		o->greedy_queued--;
+}
+
+static void order_wb(struct fair_order *o, int i, uint64_t rid, const char *from, const char *to)
+{
+	int k;
+
+	if (strcmp(from, "new") == 0 && rid != o->wb[i].open) { /* arrival */
+		o->wb[i].open = rid;
+		o->wb[i].at = o->greedy_dispatched;
+		o->wb[i].contended = o->greedy_queued > 0;
+	}
+	if (strcmp(to, "running") != 0 || rid != o->wb[i].open)
+		return;
+	k = o->wb[i].forwarded++ - 1;
+	o->wb[i].open = 0;
+	if (k < 0 || k >= FAIR_REQS)
+		return;
+	o->served[i][k] = o->greedy_dispatched - o->wb[i].at;
+	o->contended[i][k] = o->wb[i].contended;
+}
+
+static void order_line(struct fair_order *o, const struct fair *f, const char *line)
+{
+	const char *d = strstr(line, " debug ");
+	uint64_t rid, cid;
+	char from[16], to[16];
+	int port;
+
+	if (d == NULL)
+		return;
+	d += strlen(" debug ");
+	if (sscanf(d, "C-%" SCNu64 " 127.0.0.1:%d: %15s", &cid, &port, to) == 3 &&
+	    strcmp(to, "connected") == 0) {
+		order_connected(o, f, cid, port); /* a port seen before: the newest wins */
+		return;
+	}
+	if (sscanf(d, "R-%" SCNu64 " (%*[^)]) C-%" SCNu64 " %15s -> %15s", &rid, &cid, from, to) !=
+	    4)
+		return;
+	if (cid == o->greedy_cid) {
+		order_greedy(o, from, to);
+		return;
+	}
+	for (int i = 0; i < FAIR_CLIENTS; i++)
+		if (cid == o->wb_cid[i]) {
+			order_wb(o, i, rid, from, to);
+			return;
+		}
+}
+
+static void fair_order_read(struct proxy *p, const struct fair *f, struct fair_order *o)
+{
+	char *log = proxy_log(p), *line = log, *nl;
+
+	memset(o, 0, sizeof(*o));
+	for (; *line != '\0'; line = nl + 1) {
+		nl = strchr(line, '\n');
+		if (nl == NULL)
+			break; /* a partial last line */
+		*nl = '\0';
+		order_line(o, f, line);
+	}
+	free(log);
+}
+
 /* What one run of the experiment measured. */
 struct fair_result {
 	int pool;
-	int n;				     /* measured well-behaved requests */
-	int waits[FAIR_CLIENTS * FAIR_REQS]; /* greedy replies per wait, sorted */
+	int n;				      /* measured well-behaved requests */
+	int served[FAIR_CLIENTS * FAIR_REQS]; /* greedy dispatches per wait (proxy log), sorted */
 	int worst_c, worst_k;
-	double worst_ms;
 	int median, p90, p99, max;
+	int contended; /* arrived while the greedy client had a request queued */
+	/* What our clients saw (client clocks; logged, not asserted: it
+	 * depends on when our threads run). */
+	int seen[FAIR_CLIENTS * FAIR_REQS]; /* greedy replies per wait, sorted */
+	int seen_median, seen_p90, seen_max;
 	int greedy_in_phase, greedy_before, greedy_after;
 	double phase_ms;
-	int contended; /* waits that ended before the greedy client's last reply */
 };
 
+/* The greedy client's first replies, one at a time before the measured
+ * phase: a new client's reply size is unknown and assumed to be the
+ * max_client_buffer_bytes limit, so until a few replies have taught the
+ * proxy their size (proxy/client.c, reply_est halves per reply), only one
+ * of its requests may run and the others are skipped in the queue. After
+ * these, the greedy client's requests are always dispatchable (its replies
+ * total ~60 kB, far below the limit) and the queue is served from its head. */
+static void greedy_warm_up(struct fair *f)
+{
+	bson_t *cmd = fair_cmd(f->db);
+
+	for (int i = 0; i < FAIR_INFLIGHT; i++) {
+		int32_t rt = 0;
+		bson_t doc;
+
+		cr_assert(send_cmd(f->greedy_fd, FAIR_GREEDY_MAX + 1 + i, cmd),
+			  "greedy warm-up send");
+		cr_assert_eq(recv_reply(f->greedy_fd, 10000, &doc, &rt), RAW_OK,
+			     "greedy warm-up reply");
+		cr_assert_eq(h_get_int(&doc, "n", -1), FAIR_DOCS, "greedy warm-up count");
+		cr_assert_eq(rt, FAIR_GREEDY_MAX + 1 + i);
+		bson_destroy(&doc);
+	}
+	bson_destroy(cmd);
+}
+
+static void fair_client_view(const struct fair *f, struct fair_result *res)
+{
+	int64_t phase_lo = INT64_MAX, phase_hi = 0;
+	int n = 0;
+
+	for (int i = 0; i < FAIR_CLIENTS; i++)
+		for (int k = 0; k < FAIR_REQS; k++) {
+			res->seen[n++] = count_between(f->greedy_ts, atomic_load(&f->greedy_read),
+						       f->t0[i][k], f->t1[i][k]);
+			if (f->t0[i][k] < phase_lo)
+				phase_lo = f->t0[i][k];
+			if (f->t1[i][k] > phase_hi)
+				phase_hi = f->t1[i][k];
+		}
+	qsort(res->seen, (size_t)n, sizeof(int), cmp_int);
+	res->seen_median = res->seen[n / 2];
+	res->seen_p90 = res->seen[n * 9 / 10];
+	res->seen_max = res->seen[n - 1];
+	res->phase_ms = (double)(phase_hi - phase_lo) / 1e6;
+	res->greedy_in_phase =
+	    count_between(f->greedy_ts, atomic_load(&f->greedy_read), phase_lo, phase_hi);
+	res->greedy_before = count_between(f->greedy_ts, atomic_load(&f->greedy_read), 0, phase_lo);
+	res->greedy_after =
+	    count_between(f->greedy_ts, atomic_load(&f->greedy_read), phase_hi, INT64_MAX);
+}
+
+/* The proxy's order of service into res; asserts that the log names every
+ * client and holds every measured request. */
+static void fair_proxy_view(struct proxy *p, const struct fair *f, struct fair_result *res)
+{
+	struct fair_order *o = calloc(1, sizeof(*o));
+	int n = 0;
+
+	cr_assert(o != NULL);
+	fair_order_read(p, f, o);
+	cr_assert_neq(o->greedy_cid, 0, "the proxy's log does not name the greedy client");
+	res->max = -1;
+	for (int i = 0; i < FAIR_CLIENTS; i++) {
+		cr_assert_neq(o->wb_cid[i], 0, "the proxy's log does not name client %d", i);
+		cr_assert_geq(o->wb[i].forwarded, FAIR_REQS + 1,
+			      "the proxy's log shows %d of client %d's %d requests dispatched",
+			      o->wb[i].forwarded, i, FAIR_REQS + 1);
+		for (int k = 0; k < FAIR_REQS; k++) {
+			if (o->served[i][k] > res->max) {
+				res->max = o->served[i][k];
+				res->worst_c = i;
+				res->worst_k = k;
+			}
+			res->contended += o->contended[i][k];
+			res->served[n++] = o->served[i][k];
+		}
+	}
+	cr_assert_eq(o->greedy_dispatched, FAIR_INFLIGHT + atomic_load(&f->greedy_sent),
+		     "the proxy's log shows %d greedy dispatches, not %d", o->greedy_dispatched,
+		     FAIR_INFLIGHT + atomic_load(&f->greedy_sent));
+	qsort(res->served, (size_t)n, sizeof(int), cmp_int);
+	res->n = n;
+	res->median = res->served[n / 2];
+	res->p90 = res->served[n * 9 / 10];
+	res->p99 = res->served[n * 99 / 100];
+	free(o);
+}
+
 /*
- * One greedy client pipelines 1,000 counts on one socket while 50
- * libmongoc clients each run 20 sequential counts (after one unmeasured);
- * for every well-behaved request we count the greedy replies that arrived
- * while it waited. Asserts that everybody got every answer.
+ * One greedy client pipelines counts on one socket (batches of 1,000, as
+ * long as the others run) while 50 libmongoc clients each run 20
+ * sequential counts (after one unmeasured);
+ * for every well-behaved request we count, in the proxy's log, the greedy
+ * requests dispatched between its arrival and its own dispatch. Asserts
+ * that everybody got every answer.
  */
 static void fair_run(int pool, struct fair_result *res)
 {
-	char cfg[128];
+	char cfg[160];
 	struct proxy *p;
 	struct fair *f = calloc(1, sizeof(*f));
 	struct fair_worker ws[FAIR_CLIENTS];
@@ -867,10 +1136,10 @@ static void fair_run(int pool, struct fair_result *res)
 	mongoc_client_t *c;
 	mongoc_collection_t *col;
 	bson_t st;
-	int64_t phase_lo = INT64_MAX, phase_hi = 0, greedy_last = 0;
-	int rcvbuf = 0, n = 0;
+	int rcvbuf = 0;
 
-	snprintf(cfg, sizeof(cfg), "pool_size = %d\nmax_inflight_per_client = %d\n", pool,
+	snprintf(cfg, sizeof(cfg),
+		 "pool_size = %d\nmax_inflight_per_client = %d\nlog_level = debug\n", pool,
 		 FAIR_INFLIGHT);
 	p = proxy_start(cfg);
 	memset(res, 0, sizeof(*res));
@@ -900,6 +1169,8 @@ static void fair_run(int pool, struct fair_result *res)
 	}
 	f->greedy_fd = greedy_connect(p->port, &rcvbuf);
 	cr_assert(f->greedy_fd >= 0, "greedy connect: %s", strerror(errno));
+	f->greedy_port = local_port(f->greedy_fd);
+	greedy_warm_up(f);
 	cr_assert_eq(pthread_create(&reader, NULL, greedy_reader, f), 0);
 	cr_assert_eq(pthread_create(&sender, NULL, greedy_sender, f), 0);
 	pthread_barrier_wait(&f->start);
@@ -908,72 +1179,46 @@ static void fair_run(int pool, struct fair_result *res)
 	pthread_join(sender, NULL);
 	pthread_join(reader, NULL);
 
-	/* Order of service. */
-	for (int i = 0; i < f->greedy_read; i++)
-		if (f->greedy_ts[i] > greedy_last)
-			greedy_last = f->greedy_ts[i];
-	res->max = -1;
-	for (int i = 0; i < FAIR_CLIENTS; i++)
-		for (int k = 0; k < FAIR_REQS; k++) {
-			int g =
-			    count_between(f->greedy_ts, f->greedy_read, f->t0[i][k], f->t1[i][k]);
-
-			if (g > res->max) {
-				res->max = g;
-				res->worst_c = i;
-				res->worst_k = k;
-				res->worst_ms = (double)(f->t1[i][k] - f->t0[i][k]) / 1e6;
-			}
-			res->waits[n++] = g;
-			if (f->t0[i][k] < phase_lo)
-				phase_lo = f->t0[i][k];
-			if (f->t1[i][k] > phase_hi)
-				phase_hi = f->t1[i][k];
-		}
-	qsort(res->waits, (size_t)n, sizeof(int), cmp_int);
-	res->n = n;
-	res->median = res->waits[n / 2];
-	res->p90 = res->waits[n * 9 / 10];
-	res->p99 = res->waits[n * 99 / 100];
-	res->phase_ms = (double)(phase_hi - phase_lo) / 1e6;
-	res->greedy_in_phase = count_between(f->greedy_ts, f->greedy_read, phase_lo, phase_hi);
-	res->greedy_before = count_between(f->greedy_ts, f->greedy_read, 0, phase_lo);
-	res->greedy_after = count_between(f->greedy_ts, f->greedy_read, phase_hi, INT64_MAX);
-	for (int i = 0; i < FAIR_CLIENTS; i++)
-		for (int k = 0; k < FAIR_REQS; k++)
-			res->contended += f->t1[i][k] < greedy_last;
+	fair_client_view(f, res);
+	proxy_assert_alive(p, "during the fairness run");
+	cr_assert_str_empty(f->first_error, "%s", f->first_error);
+	fair_proxy_view(p, f, res);
 	proxy_stats(p, &st);
 	cr_log_info(
 	    "fairness, pool_size %d, max_inflight_per_client %d: %d well-behaved requests "
-	    "ok, %d failed; greedy replies %d ok / %d bad / %d unexpected (read status %s, "
-	    "%d without a kernel timestamp, SO_RCVBUF %d, reader %s). Greedy replies that arrived "
-	    "while one well-behaved request waited: max %d (client %d request %d, %.1f ms), "
-	    "p99 %d, p90 %d, median %d, min %d. In the %.0f ms the %d measured "
-	    "well-behaved requests took, the greedy client got %d replies (%d before, %d "
-	    "after). queue_wait_ms: count %lld, sum %.0f",
-	    pool, FAIR_INFLIGHT, atomic_load(&f->wb_ok), atomic_load(&f->wb_failed), f->greedy_ok,
-	    f->greedy_bad, f->greedy_dups, raw_status_name(f->greedy_status),
-	    f->greedy_no_kernel_ts, rcvbuf, f->greedy_rt_prio ? "SCHED_FIFO" : "normal priority",
-	    res->max, res->worst_c, res->worst_k, res->worst_ms, res->p99, res->p90, res->median,
-	    res->waits[0], res->phase_ms, n, res->greedy_in_phase, res->greedy_before,
-	    res->greedy_after, (long long)h_get_int(&st, "histograms.queue_wait_ms.count", -1),
+	    "ok, %d failed; greedy requests %d sent, replies %d ok / %d bad / %d unexpected (read "
+	    "status %s). "
+	    "Greedy requests the proxy dispatched while one well-behaved request waited in it: "
+	    "max %d (client %d request %d), p99 %d, p90 %d, median %d, min %d; %d of %d arrived "
+	    "while a greedy request was queued. What the clients saw (client clocks, not "
+	    "asserted: %d without a kernel timestamp, SO_RCVBUF %d, reader %s): greedy replies "
+	    "per wait max %d, p90 %d, median %d; in the %.0f ms the well-behaved requests took, "
+	    "the greedy client got %d replies (%d before, %d after). queue_wait_ms: count %lld, "
+	    "sum %.0f",
+	    pool, FAIR_INFLIGHT, atomic_load(&f->wb_ok), atomic_load(&f->wb_failed),
+	    atomic_load(&f->greedy_sent), f->greedy_ok, f->greedy_bad, f->greedy_dups,
+	    raw_status_name(f->greedy_status), res->max, res->worst_c, res->worst_k, res->p99,
+	    res->p90, res->median, res->served[0], res->contended, res->n, f->greedy_no_kernel_ts,
+	    rcvbuf, f->greedy_rt_prio ? "SCHED_FIFO" : "normal priority", res->seen_max,
+	    res->seen_p90, res->seen_median, res->phase_ms, res->greedy_in_phase,
+	    res->greedy_before, res->greedy_after,
+	    (long long)h_get_int(&st, "histograms.queue_wait_ms.count", -1),
 	    (double)h_get_int(&st, "histograms.queue_wait_ms.sum", -1));
 
-	proxy_assert_alive(p, "during the fairness run");
-	cr_assert_str_empty(f->first_error, "%s", f->first_error);
 	cr_assert_eq(atomic_load(&f->wb_ok), FAIR_CLIENTS * (FAIR_REQS + 1),
 		     "only %d of %d well-behaved requests succeeded", atomic_load(&f->wb_ok),
 		     FAIR_CLIENTS * (FAIR_REQS + 1));
-	cr_assert_eq(f->greedy_ok, FAIR_GREEDY,
+	cr_assert_eq(f->greedy_ok, atomic_load(&f->greedy_sent),
 		     "the greedy client got %d good replies of %d (%d bad, %d unexpected, %s)",
-		     f->greedy_ok, FAIR_GREEDY, f->greedy_bad, f->greedy_dups,
+		     f->greedy_ok, atomic_load(&f->greedy_sent), f->greedy_bad, f->greedy_dups,
 		     raw_status_name(f->greedy_status));
-	/* The experiment means something only if the greedy client still had
-	 * requests waiting during (nearly) all of the well-behaved waits. */
-	cr_assert_geq(res->contended, n * 9 / 10,
-		      "the greedy client finished before %d of the %d well-behaved waits: no "
-		      "contention to measure",
-		      n - res->contended, n);
+	/* The experiment means something only if the greedy client had a
+	 * request waiting in the queue when (nearly) every well-behaved one
+	 * arrived. */
+	cr_assert_geq(res->contended, res->n * 9 / 10,
+		      "only %d of the %d well-behaved requests arrived while a greedy request was "
+		      "queued: no contention to measure",
+		      res->contended, res->n);
 
 	h_drop_db(c, f->db);
 	mongoc_collection_destroy(col);
@@ -988,75 +1233,67 @@ static void fair_run(int pool, struct fair_result *res)
 }
 
 /*
- * The bound. A request gets round max(pool round, its client's last
- * round) + 1 and goes after every waiting request of a lower or equal
- * round. A well-behaved client has nothing else in flight, so its request
- * gets the pool's next round and at most ONE greedy request (the greedy
- * client has at most one per round) is queued ahead of it. Between our
- * request reaching the proxy and being dispatched, at most one greedy
- * request is therefore dispatched; the greedy replies we see while it
- * waits are that one plus the greedy requests already running on the
- * pool_size backend connections:   fair share = pool_size + 1.
+ * The bound, from the queue discipline alone (pool/pool_dispatch.c). A
+ * request gets round max(pool->round, R) + 1, R the highest round of its
+ * client's waiting requests, and is inserted after every waiting request
+ * of a lower or equal round; dispatching one from the queue raises
+ * pool->round to its round. After the warm-up every request here is
+ * dispatchable (no reply size unknown, no client's output anywhere near
+ * max_client_buffer_bytes), so a connection always takes the head of the
+ * queue; the queue is sorted by round, so every waiting request has a
+ * round >= pool->round.
  *
- * A FIFO queue lets the greedy client's ~16 queued requests
- * (max_inflight_per_client) go ahead of every later arrival: nearly every
- * wait then sees ~16 greedy replies. Run against a build of pool.c whose
- * enqueue() appends at the tail, both tests below fail: median 16, p90
- * 16..17, max 17 (pool_size 1) and 19..32 (pool_size 4), where the
- * round-robin queue gives median 1, p90 1..2, max 2..3 (pool_size 1).
+ * A well-behaved client has nothing else in flight: its request W gets
+ * round pool->round + 1 = r. Ahead of W are the waiting requests of rounds
+ * pool->round and r, and the greedy client has at most one per round: at
+ * most 2 greedy requests are ahead of W. A greedy request that arrives
+ * after W gets a round >= r and goes behind W (and pool->round stays <= r
+ * until W is dispatched). So while W waits in the proxy at most 2 greedy
+ * requests are dispatched, for EVERY wait and whatever the pool size.
+ *
+ * That is the fair share of one round. The clients see more (the greedy
+ * requests already running on the pool_size connections when W arrived,
+ * and, with several connections, greedy replies that overtake W's own
+ * reply on the others; the earlier client-side bounds were pool_size + 1
+ * plus slack for both), but those depend on when threads and the backend
+ * run, not on the queue; they are logged, not asserted.
+ *
+ * A FIFO queue lets every greedy request already queued (up to
+ * max_inflight_per_client = 16) go ahead of a later arrival. Run against a
+ * pool_dispatch.c whose enqueue() appends at the tail, both tests below
+ * fail: median 15..16 and max 16 greedy dispatches per wait, at either
+ * pool size, where the round-robin queue gives median 1 and max 1 (2 when
+ * the greedy request of the current round is still queued).
  */
+#define FAIR_SHARE 2
 
-/* pool_size = 1: one backend connection answers in the order it is given
- * work, so the replies we see follow the proxy's dispatch order exactly and
- * the bound holds for EVERY wait, however slow any single reply is: the
- * greedy request running when ours is sent, the one ahead of it in its
- * round, and (one backend reply per event-loop pass) at most one greedy
- * dispatch in each pass until the proxy reads our request: the pass during
- * which it arrives, the pass that reads it (if the backend reply is handled
- * first), and one more in case epoll reported the socket a pass late.
- * Observed: max 2..4. */
-#define FAIR_POOL1_BOUND (2 + 3)
+static void fair_assert(const struct fair_result *r)
+{
+	cr_assert_leq(r->max, FAIR_SHARE,
+		      "with pool_size %d a well-behaved request waited in the proxy while %d "
+		      "greedy requests were dispatched (client %d request %d; median %d, p90 %d); "
+		      "the fair queue allows %d: the greedy client is not limited to one request "
+		      "per round",
+		      r->pool, r->max, r->worst_c, r->worst_k, r->median, r->p90, FAIR_SHARE);
+}
+
 Test(admission, fair_queuing_every_wait_bounded_pool_1, .timeout = 180)
 {
 	struct fair_result *r = calloc(1, sizeof(*r));
 
 	fair_run(1, r);
-	cr_assert_leq(r->max, FAIR_POOL1_BOUND,
-		      "a well-behaved request waited while %d greedy requests were served "
-		      "(client %d request %d); the fair share with pool_size 1 is 2, plus up to "
-		      "3 dispatched before the proxy's event loop reads the request",
-		      r->max, r->worst_c, r->worst_k);
+	fair_assert(r);
 	free(r);
 }
 
-/* pool_size = 4: the wait of one request also covers its own backend
- * time, and a backend may answer one connection late while the other three
- * keep serving the greedy client (seen with mongo-java-server on a busy
- * machine: a request dispatched behind one greedy request waited 27 ms for
- * its reply while 322 greedy replies came back on the other connections).
- * So here the bound is asserted for the typical wait, and every wait must
- * stay within max_inflight_per_client + pool_size except a few (1%) that
- * only a backend stall explains. */
+/* pool_size = 4: the same bound; the queue, not the number of connections,
+ * decides who goes next. */
 Test(admission, fair_queuing_greedy_pipeline_vs_50_clients_pool_4, .timeout = 180)
 {
 	struct fair_result *r = calloc(1, sizeof(*r));
-	int over = 0;
 
 	fair_run(4, r);
-	for (int i = 0; i < r->n; i++)
-		over += r->waits[i] > FAIR_INFLIGHT + 4;
-	cr_assert_leq(r->median, 4 + 1,
-		      "median greedy replies per well-behaved wait is %d (fair share pool_size + "
-		      "1 = 5): the greedy client is not limited to one request per round",
-		      r->median);
-	cr_assert_leq(r->p90, 4 + 1,
-		      "90th percentile of greedy replies per well-behaved wait is %d (fair share "
-		      "5)",
-		      r->p90);
-	cr_assert_leq(over, r->n / 100,
-		      "%d of %d well-behaved waits saw more than %d greedy replies "
-		      "(max_inflight_per_client + pool_size); worst %d",
-		      over, r->n, FAIR_INFLIGHT + 4, r->max);
+	fair_assert(r);
 	free(r);
 }
 
