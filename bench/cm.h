@@ -40,6 +40,7 @@ struct cm_state {
 	uint64_t commands;	/* every command answered */
 	uint64_t reloads;	/* successful SIGHUP reloads */
 	uint64_t reload_failures;
+	double late_usec_avg; /* how late timers fire, moving mean (cm_conn.c) */
 };
 
 extern struct cm_state cm;

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "bench/cm.h"
 #include "bench/cm_cmd.h"
@@ -35,6 +36,7 @@ struct cm_pending {
 	struct cm_conn *conn;
 	struct evbuffer *reply; /* the framed reply */
 	bool in_service;
+	int64_t due_usec; /* when its current timer should fire (monotonic) */
 	TAILQ_ENTRY(cm_pending) link;
 };
 
@@ -109,11 +111,40 @@ static void write_pending(struct cm_pending *p)
 	maybe_resume(c);
 }
 
+static int64_t mono_usec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Fires in usec, earlier by the mean lateness of the timers so far (the
+ * loop wakes late on a busy machine): replies go out on time on average. */
 static void arm(struct cm_pending *p, int64_t usec)
 {
-	struct timeval tv = {(time_t)(usec / 1000000), (suseconds_t)(usec % 1000000)};
+	int64_t early = usec - (int64_t)cm.late_usec_avg;
+	struct timeval tv;
 
+	p->due_usec = mono_usec() + usec;
+	if (early < 0)
+		early = 0;
+	tv.tv_sec = (time_t)(early / 1000000);
+	tv.tv_usec = (suseconds_t)(early % 1000000);
 	evtimer_add(&p->timer, &tv);
+}
+
+/* Mean lateness, a moving average over about the last 64 timers. */
+static void note_lateness(const struct cm_pending *p)
+{
+	/* as if armed on time */
+	double late = (double)(mono_usec() - p->due_usec) + (double)(int64_t)cm.late_usec_avg;
+
+	if (late < 0)
+		late = 0;
+	if (late > 2000)
+		late = 2000; /* a stall is not the loop's usual lateness */
+	cm.late_usec_avg += (late - cm.late_usec_avg) / 64;
 }
 
 /* The curve latency ran out (then the round trip), or the round trip did. */
@@ -121,6 +152,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct cm_pending *p = arg;
 
+	note_lateness(p);
 	if (p->in_service) {
 		p->in_service = false;
 		cm.in_service--;

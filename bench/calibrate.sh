@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# bench/calibrate.sh — does the curve model reproduce the user's table?
+#
+# Runs bench/run.sh with only the direct path against mongoplex-curvemodel
+# (BACKEND=curve; a model of the user's server, never MongoDB) in the
+# seed's shape: threads 1,5,10,20,50,100 x ids 1,10,20, 10,000 queries per
+# run split among the threads (CELL_QUERIES), REPEAT runs per cell (median);
+# then prints every cell side by side: the seed's figure (the curve file's
+# cell: the median of the report's three runs), the measured throughput by
+# the report's own formula (10000 / (total_time / threads)) and by the wall
+# clock, their ratios, and the model's CPU (% of one core) over the run.
+# Exit status: 0 when every cell's ratio (report formula) is within
+# ±TOLERANCE %, 1 when one is not, 2 when the run could not be made.
+# A benchmark-side check of the model, not a test of the suite.
+#
+# Settings (environment, defaults in brackets): CURVE [bench/curves/seed.csv]
+# (its cells are what is compared), TOLERANCE [15], REPEAT [3],
+# CELL_QUERIES [10000], WARMUP [200], CURVE_RTT_US [0], BUILD [1],
+# BUILD_DIR [build], OUT [bench/out/calibrate-<timestamp>].
+# Takes about 4 minutes per repeat (the seed's runs take 3 minutes at its
+# own speed). The load average is printed before and after: on a shared
+# machine a run under load above the core count is noisy.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export CURVE="${CURVE:-$ROOT/bench/curves/seed.csv}"
+TOLERANCE="${TOLERANCE:-15}"
+OUT="${OUT:-$ROOT/bench/out/calibrate-$(date +%Y%m%d-%H%M%S)}"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+
+load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
+rc=0
+BACKEND=curve MONGOPLEX=off HAPROXY=off MONGOBETWEEN=off UNIX=off AUTH=off \
+  THREADS=1,5,10,20,50,100 IDS=1,10,20 CELL_QUERIES="${CELL_QUERIES:-10000}" \
+  REPEAT="${REPEAT:-3}" WARMUP="${WARMUP:-200}" OUT="$OUT" "$ROOT/bench/run.sh" \
+  >"$OUT/run.log" 2>&1 || rc=$?
+load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
+if [[ "$rc" -ne 0 || ! -f "$OUT/results.json" ]]; then
+  tail -n 20 "$OUT/run.log" >&2
+  echo "calibrate.sh: bench/run.sh failed (exit $rc); see $OUT/run.log" >&2
+  exit 2
+fi
+
+python3 - "$CURVE" "$OUT/results.json" "$TOLERANCE" "$load_before" "$load_after" "$(nproc)" \
+  <<'PY' | tee "$OUT/calibration.txt"
+import json, statistics, sys
+
+curve, results, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
+seed = {}
+for line in open(curve):
+    line = line.strip()
+    if not line or line.startswith("#") or line.startswith("ids,"):
+        continue
+    ids, threads, qps = line.split(",")
+    seed[(int(ids), int(threads))] = float(qps)
+d = json.load(open(results))
+cells = {(r["ids"], r["threads"]): r for r in d["results"] if r["path"] == "direct"}
+print(f"curve model calibration: {curve}")
+print(f"  {d['config']['cell_queries']} queries per run, median of {d['config']['repeat']} runs;"
+      f" load average before {sys.argv[4]}, after {sys.argv[5]} ({sys.argv[6]} cores)")
+print("  seed = the curve file's cell; measured by the report's formula 10000/(total_time/threads)"
+      " and by the wall clock; model CPU = its utime+stime / wall time (median of the runs)")
+print()
+print(" ids threads |    seed q/s | measured q/s   ratio | wall q/s   ratio | p50 ms | model CPU")
+bad = []
+for (ids, threads) in sorted(seed):
+    r = cells.get((ids, threads))
+    if r is None:
+        print(f"{ids:4d} {threads:7d} | {seed[(ids, threads)]:11.1f} | not measured")
+        bad.append((ids, threads))
+        continue
+    s = seed[(ids, threads)]
+    m, w = r["tput_original_qps"], r["tput_wall_qps"]
+    cpu = [run["backend_cpu_us"] / (run["wall_ms"] * 1e3) * 100 for run in r["runs"]
+           if run.get("backend_cpu_us") is not None and run["wall_ms"]]
+    cpu_s = f"{statistics.median(cpu):5.1f} %" if cpu else "   -"
+    ok = abs(m / s - 1) * 100 <= tol and not r["errors"] and not r["mismatches"]
+    if not ok:
+        bad.append((ids, threads))
+    print(f"{ids:4d} {threads:7d} | {s:11.1f} | {m:12.1f} {m / s:7.3f} | {w:8.1f} {w / s:7.3f} |"
+          f" {r['p50_us'] / 1e3:6.2f} | {cpu_s}{'' if ok else '   <-- OUTSIDE ±%g %%' % tol}")
+print()
+if bad:
+    print(f"FAIL: {len(bad)} of {len(seed)} cells outside ±{tol:g} % (or with errors): {bad}")
+    sys.exit(1)
+print(f"OK: all {len(seed)} cells within ±{tol:g} % of the seed")
+PY
