@@ -62,7 +62,8 @@ static void read_uri(struct model *m, int fd)
 	*strchr(m->uri, '\n') = '\0';
 }
 
-static void model_start(struct model *m, const char *curve_text, const char *docs)
+static void model_start(struct model *m, const char *curve_text, const char *docs,
+			const char *rtt_us)
 {
 	int out[2];
 
@@ -86,7 +87,7 @@ static void model_start(struct model *m, const char *curve_text, const char *doc
 		dup2(lg, 2);
 		h_close_fds_above(3);
 		execl(MP_CURVEMODEL, MP_CURVEMODEL, "--curve", m->curve, "--port", "0", "--docs",
-		      docs, "--log-level", "info", (char *)NULL);
+		      docs, "--rtt-us", rtt_us, "--log-level", "info", (char *)NULL);
 		_exit(127);
 	}
 	close(out[1]);
@@ -160,7 +161,7 @@ Test(curvemodel, answers_libmongoc_find_by_id)
 	bson_error_t err;
 	bson_t reply;
 
-	model_start(&m, curve_a, "1000");
+	model_start(&m, curve_a, "1000", "0");
 	h_unique(db, sizeof db, "cm");
 	h_unique(name, sizeof name, "docs");
 	mongoc_client_t *c = h_client_uri(m.uri, "test_curvemodel");
@@ -230,7 +231,7 @@ Test(curvemodel, sighup_keeps_the_old_curve_on_a_bad_file)
 {
 	struct model m;
 
-	model_start(&m, curve_a, "100");
+	model_start(&m, curve_a, "100", "0");
 	write_file(m.curve, "ids,threads,queries_per_second\n1,1,2000\n1,zero,5\n");
 	kill(m.pid, SIGHUP);
 	cr_assert(status_wait(&m, "reloadFailures", 1), "the bad file was refused");
@@ -242,5 +243,25 @@ Test(curvemodel, sighup_keeps_the_old_curve_on_a_bad_file)
 	kill(m.pid, SIGHUP);
 	cr_assert(status_wait(&m, "reloads", 1), "the good file was taken");
 	cr_assert_eq(status_of(&m, "cells"), 2);
+	model_stop(&m);
+}
+
+/* --rtt-us delays every reply, a ping included: a lower bound only (a
+ * timer is armed early by at most the mean lateness, capped at 2 ms). */
+Test(curvemodel, rtt_delays_every_reply)
+{
+	struct model m;
+	char host[64];
+	int port, fd;
+
+	model_start(&m, curve_a, "10", "300000");
+	cr_assert(sscanf(m.uri, "mongodb://%63[0-9.]:%d/", host, &port) == 2);
+	fd = raw_connect_to(host, port);
+	cr_assert(fd >= 0);
+	int64_t t0 = h_now_ms();
+	cr_assert(raw_ping_ok(fd, 10000), "ping answered");
+	int64_t took = h_now_ms() - t0;
+	cr_assert(took >= 290, "ping took %lld ms with --rtt-us 300000", (long long)took);
+	close(fd);
 	model_stop(&m);
 }
