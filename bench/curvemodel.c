@@ -8,6 +8,9 @@
  *
  *   mongoplex-curvemodel --curve FILE [--port PORT] [--docs N] [--rtt-us N]
  *                        [--max-conns N] [--log-level LEVEL]
+ *   mongoplex-curvemodel --curve FILE --print-curve
+ *       prints what the model serves at each cell of FILE (its queries/s and
+ *       latency at c = threads; bench/calibrate.sh compares with it) and exits
  *
  * The first stdout line is mongodb://127.0.0.1:PORT/ (port 0: a free one);
  * logs go to stderr, the first line saying what this is. SIGHUP re-reads
@@ -55,6 +58,8 @@ static void usage(FILE *f)
 	    "  --rtt-us N      a fixed network round trip added to every reply (default 0)\n"
 	    "  --max-conns N   open connections at most (default 4096)\n"
 	    "  --log-level L   default warning\n"
+	    "  --print-curve   print ids,threads,queries_per_second,latency_ms as the model\n"
+	    "                  serves each cell of FILE (c = threads) and exit\n"
 	    "\n"
 	    "Answers hello/isMaster (OP_MSG and legacy OP_QUERY; wire versions 0..21), ping,\n"
 	    "buildInfo, find on _id ({_id: v}, $eq, $in; getMore past batchSize or 16 MB),\n"
@@ -80,6 +85,8 @@ static int64_t num_arg(const char *name, const char *v, int64_t min, int64_t max
 	return n;
 }
 
+static bool print_curve;
+
 static void parse_args(int argc, char **argv, int *port)
 {
 	cm.docs = 20000000;
@@ -91,6 +98,9 @@ static void parse_args(int argc, char **argv, int *port)
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			usage(stdout);
 			exit(0);
+		} else if (!strcmp(a, "--print-curve")) {
+			print_curve = true;
+			continue;
 		} else if (!strcmp(a, "--curve") && v) {
 			cm.curve_path = v;
 		} else if (!strcmp(a, "--port")) {
@@ -115,6 +125,22 @@ static void parse_args(int argc, char **argv, int *port)
 		usage(stderr);
 		exit(2);
 	}
+}
+
+/* --print-curve: the model at every cell of the file (c = its threads). */
+static int print_cells(void)
+{
+	const struct curve *c = cm.curve;
+
+	printf("ids,threads,queries_per_second,latency_ms\n");
+	for (int i = 0; i < c->ncells; i++) {
+		const struct curve_cell *x = &c->cells[i];
+
+		printf("%d,%d,%.4f,%.4f\n", x->ids, x->threads, curve_qps(c, x->ids, x->threads),
+		       curve_latency_s(c, x->ids, x->threads) * 1e3);
+	}
+	free(cm.curve);
+	return 0;
 }
 
 /* The curve at (1, 10, 20 ids) x (1, 10, 100 in service), for the log. */
@@ -203,6 +229,12 @@ int main(int argc, char **argv)
 	int port = 0;
 
 	parse_args(argc, argv, &port);
+	if (print_curve) {
+		cm.curve = xmalloc(sizeof *cm.curve);
+		if (!curve_load_file(cm.curve_path, cm.curve, err, sizeof err))
+			fatal("curve-model: %s", err);
+		return print_cells();
+	}
 	log_notice("mongoplex-curvemodel: " CM_LABEL ", a model calibrated to the user's table "
 		   "(shared/000_6c2d24415accf5c2.txt), never MongoDB; for the benchmark only");
 	cm.curve = xmalloc(sizeof *cm.curve);
