@@ -80,6 +80,10 @@ print("  seed = the curve file's cell; model = what the model serves there (--pr
       " ratios to the seed; p50 against the model's latency at c = threads; rest = threads /"
       " measured - p50 (the client's own time per query); model CPU = its utime+stime / wall"
       " time (median of the runs)")
+peak = max(float(x) for x in (sys.argv[4].split()[0], sys.argv[5].split()[0]))
+if peak > float(sys.argv[6]):
+    print(f"  NOISY: the load average reached {peak:g} on {sys.argv[6]} cores; the fast cells"
+          " (1-20 threads) measure the machine's scheduling as much as the model")
 print()
 print(" ids threads | seed q/s | model q/s | measured q/s  ratio | wall q/s  ratio |"
       " p50 ms / model ms | rest ms | model CPU")
