@@ -4,11 +4,19 @@
 #
 # The caller defines log() and die() and sets ROOT (the checkout), OUT (its
 # output folder) and these (defaults in brackets):
-#   BACKEND [java]     kind passed to scripts/backend.sh start
+#   BACKEND [java]     kind passed to scripts/backend.sh start, or `curve`:
+#                      mongoplex-curvemodel (a model of the user's server,
+#                      never MongoDB; bench/README.md) with these:
+#     CURVE [bench/curves/seed.csv]  its curve file
+#     CURVE_RTT_US [0]               its --rtt-us (a network round trip)
+#     CURVEMODEL_BIN [$BUILD_DIR/bench/mongoplex-curvemodel]
+#     DOCS                           its --docs
 #   BACKEND_URI []     use this server instead of starting one
 #   PLACEMENT [shared] split: the backend is started on BACKEND_CPU [0]
 # start_backend sets URI, and BACKEND_DIR when it started a server (the
-# caller stops it with scripts/backend.sh stop "$BACKEND_DIR" on exit).
+# caller stops it with scripts/backend.sh stop "$BACKEND_DIR" on exit); for
+# the curve model it sets CURVE_PID and adds it to PIDS (the caller stops
+# those by pid on exit).
 
 # A free loopback port chosen by the kernel (a small race remains).
 free_port() {
@@ -26,12 +34,40 @@ wait_port() {
   return 1
 }
 
-# Sets URI: BACKEND_URI, or a server started through scripts/backend.sh in
-# $OUT/backend (pinned to BACKEND_CPU with PLACEMENT=split).
+# BACKEND=curve: starts mongoplex-curvemodel on a free port with output in
+# $OUT/backend (pinned like any backend); sets URI and CURVE_PID.
+start_curve_model() {
+  local bin="${CURVEMODEL_BIN:-${BUILD_DIR:-$ROOT/build}/bench/mongoplex-curvemodel}"
+  local curve="${CURVE:-$ROOT/bench/curves/seed.csv}" pin=() i
+  [[ -x "$bin" ]] || die "BACKEND=curve: no model binary at $bin (ninja -C build mongoplex-curvemodel)"
+  mkdir -p "$OUT/backend"
+  [[ "${PLACEMENT:-shared}" != split ]] || pin=(taskset -c "${BACKEND_CPU:-0}")
+  log "starting the curve model (a model of the user's table, not MongoDB): $curve," \
+      "rtt ${CURVE_RTT_US:-0} us, docs ${DOCS:-20000000}"
+  "${pin[@]}" "$bin" --curve "$curve" --port 0 --docs "${DOCS:-20000000}" \
+    --rtt-us "${CURVE_RTT_US:-0}" </dev/null >"$OUT/backend/uri" 2>"$OUT/backend/log" &
+  CURVE_PID=$!
+  PIDS+=("$CURVE_PID")
+  for i in $(seq 1 100); do
+    [[ ! -s "$OUT/backend/uri" ]] || break
+    kill -0 "$CURVE_PID" 2>/dev/null || die "the curve model died; see $OUT/backend/log"
+    sleep 0.1
+  done
+  URI="$(head -n 1 "$OUT/backend/uri")"
+  [[ "$URI" == mongodb://* ]] || die "the curve model printed no URI in 10 s; see $OUT/backend/log"
+}
+
+# Sets URI: BACKEND_URI, the curve model (BACKEND=curve), or a server
+# started through scripts/backend.sh in $OUT/backend (pinned to
+# BACKEND_CPU with PLACEMENT=split).
 start_backend() {
   if [[ -n "${BACKEND_URI:-}" ]]; then
     URI="$BACKEND_URI"
     log "using the server at BACKEND_URI"
+    return 0
+  fi
+  if [[ "${BACKEND:-java}" == curve ]]; then
+    start_curve_model
     return 0
   fi
   [[ -x "$ROOT/scripts/backend.sh" ]] || die "scripts/backend.sh not found; set BACKEND_URI=mongodb://..."

@@ -15,6 +15,7 @@
  *   mongoplex-bench run --path NAME=URI [--path ...] [--docs N]
  *       [--threads 1,5,10,20,50,100] [--ids 1,10,20] [--queries N]
  *       [--repeat R] [--pool-mode per-thread|shared10] [--warmup N] [--seed S]
+ *       [--cell-queries N]
  *       [--json FILE] [--plot FILE.png]
  *       Runs every (threads, ids) cell R times per path, the paths
  *       interleaved inside each cell so that drift hits all paths alike,
@@ -79,9 +80,12 @@ typedef struct {
 	int ids[MAX_LIST];
 	int nids;
 	int64_t queries; /* per thread */
-	int64_t warmup;	 /* untimed queries per path and ids size */
-	int repeat;	 /* runs per cell; the median is reported */
-	int pool_size;	 /* 0 = each thread its own client */
+	/* --cell-queries: queries per run of a cell, split evenly among its
+	 * threads (the seed's 10,000 per run); 0: --queries per thread */
+	int64_t cell_queries;
+	int64_t warmup; /* untimed queries per path and ids size */
+	int repeat;	/* runs per cell; the median is reported */
+	int pool_size;	/* 0 = each thread its own client */
 	uint64_t seed;
 	const char *json;
 	const char *plot;
@@ -125,6 +129,8 @@ static void usage(FILE *f)
 		   "      [--queries N] [--repeat R] [--pool-mode per-thread|shared10]\n"
 		   "      [--warmup N] [--seed S] [--json FILE] [--plot FILE.png]\n"
 		   "      [--proc NAME=PID ...] [--backend-pid PID] [--backend-port PORT]\n"
+		   "      [--cell-queries N]  (N queries per run split among its threads,\n"
+		   "                           as the seed's 10000; overrides --queries)\n"
 		   "defaults: --docs 1000000 --queries 10000 (per thread) --repeat 3\n"
 		   "          --pool-mode per-thread --warmup 1000 (untimed queries per path\n"
 		   "          and ids size, on one thread, before the first timed run)\n");
@@ -269,6 +275,8 @@ static bool apply_option(bench_opts_t *o, const char *name, const char *v)
 		o->nids = parse_list(v, o->ids, MAX_IDS, name);
 	} else if (!strcmp(name, "--queries")) {
 		o->queries = parse_pos(v, INT64_C(100000000), name);
+	} else if (!strcmp(name, "--cell-queries")) {
+		o->cell_queries = parse_pos(v, INT64_C(100000000), name);
 	} else if (!strcmp(name, "--warmup")) {
 		o->warmup = strcmp(v, "0") ? parse_pos(v, INT64_C(100000000), name) : 0;
 	} else if (!strcmp(name, "--repeat")) {
@@ -762,6 +770,17 @@ static uint64_t thread_seed(const bench_opts_t *o, int nthreads, int nids, int r
 	return rng_next(&s);
 }
 
+/* The options of one cell: with --cell-queries, its queries per thread
+ * (ceil(cell_queries / threads)); otherwise o itself. */
+static bench_opts_t cell_opts(const bench_opts_t *o, int nthreads)
+{
+	bench_opts_t co = *o;
+	if (o->cell_queries > 0) {
+		co.queries = (o->cell_queries + nthreads - 1) / nthreads;
+	}
+	return co;
+}
+
 /* Sums per-thread counters and merges latencies into r. */
 static void collect(const bench_opts_t *o, worker_t *w, int nthreads, run_result_t *r,
 		    const char *path)
@@ -1000,7 +1019,8 @@ static cell_summary_t summarize(const bench_opts_t *o, const run_result_t *rs, i
 /* Summary of (path p, threads index ti, ids index ii). */
 static cell_summary_t cell(const bench_opts_t *o, const run_result_t *res, int p, int ti, int ii)
 {
-	return summarize(o, &res[ridx(o, p, ti, ii, 0)], o->threads[ti], o->ids[ii]);
+	bench_opts_t co = cell_opts(o, o->threads[ti]);
+	return summarize(&co, &res[ridx(o, p, ti, ii, 0)], o->threads[ti], o->ids[ii]);
 }
 
 /* Paths that ratios are taken against, in this order, when present. */
@@ -1216,10 +1236,13 @@ static const char *const legend[] = {
 /* Everything on stdout: settings, formulas, per-path tables, ratios. */
 static void print_report(const bench_opts_t *o, const run_result_t *res)
 {
-	printf("\nmongoplex-bench: %" PRId64 " docs, %" PRId64
-	       " queries per thread, median of %d run%s,"
-	       " pool mode %s",
-	       o->docs, o->queries, o->repeat, o->repeat == 1 ? "" : "s",
+	printf("\nmongoplex-bench: %" PRId64 " docs, ", o->docs);
+	if (o->cell_queries) {
+		printf("%" PRId64 " queries per run split among its threads", o->cell_queries);
+	} else {
+		printf("%" PRId64 " queries per thread", o->queries);
+	}
+	printf(", median of %d run%s, pool mode %s", o->repeat, o->repeat == 1 ? "" : "s",
 	       o->pool_size ? "shared" : "per-thread (one client per thread)");
 	if (o->pool_size) {
 		printf(" (one client pool, maxPoolSize=%d)", o->pool_size);
@@ -1293,9 +1316,10 @@ static void json_config(FILE *f, const bench_opts_t *o)
 {
 	fprintf(f,
 		"  \"config\": {\"db\": \"%s\", \"collection\": \"%s\", \"docs\": %" PRId64
-		", \"queries_per_thread\": %" PRId64 ", \"repeat\": %d, \"seed\": %" PRIu64
+		", \"queries_per_thread\": %" PRId64 ", \"cell_queries\": %" PRId64
+		", \"repeat\": %d, \"seed\": %" PRIu64
 		", \"pool_mode\": \"%s\", \"pool_size\": %d,\n    \"threads\": ",
-		BENCH_DB, BENCH_COLL, o->docs, o->queries, o->repeat, o->seed,
+		BENCH_DB, BENCH_COLL, o->docs, o->queries, o->cell_queries, o->repeat, o->seed,
 		o->pool_size ? "shared" : "per-thread", o->pool_size);
 	json_int_list(f, o->threads, o->nthreads);
 	fprintf(f, ", \"ids\": ");
@@ -1603,16 +1627,18 @@ static void measure_all(const bench_opts_t *o, run_result_t *res)
 	int total = o->nthreads * o->nids * o->repeat * o->npaths, done = 0;
 	double all_q = 0, done_q = 0, t0 = now_ms();
 	for (int ti = 0; ti < o->nthreads; ti++) {
+		bench_opts_t co = cell_opts(o, o->threads[ti]);
 		all_q +=
-		    (double)o->threads[ti] * (double)(o->queries * o->nids * o->repeat * o->npaths);
+		    (double)o->threads[ti] * (double)(co.queries * o->nids * o->repeat * o->npaths);
 	}
 	for (int ti = 0; ti < o->nthreads; ti++) {
+		bench_opts_t co = cell_opts(o, o->threads[ti]);
 		for (int ii = 0; ii < o->nids; ii++) {
 			for (int rep = 0; rep < o->repeat; rep++) {
 				for (int k = 0; k < o->npaths; k++) {
 					int p = (k + rep) % o->npaths;
 					run_result_t *r = &res[ridx(o, p, ti, ii, rep)];
-					*r = run_once(o, &o->paths[p], o->threads[ti], o->ids[ii],
+					*r = run_once(&co, &o->paths[p], o->threads[ti], o->ids[ii],
 						      rep);
 					done_q += (double)r->queries;
 					double eta_s =

@@ -9,12 +9,17 @@
 # paths; stop everything it started on exit.
 #
 # Settings (environment variables, defaults in brackets):
-#   DOCS [1000000]  QUERIES [10000] per thread  THREADS [1,5,10,20,50,100]
+#   DOCS [1000000; 20000000 with BACKEND=curve]  QUERIES [10000] per thread
+#   CELL_QUERIES []  queries per run split among its threads (the seed's 10000)
+#   THREADS [1,5,10,20,50,100]
 #   IDS [1,10,20]   REPEAT [3]  WARMUP [1000]  POOL_MODE [per-thread|shared10]
 #   OUT [bench/out/<timestamp>]     where report, JSON, plot and logs go
 #   BUILD_DIR [build]  BUILD [1]    BUILD=0: use the binaries as they are
-#   BACKEND [java]                  kind passed to scripts/backend.sh start
+#   BACKEND [java]                  kind passed to scripts/backend.sh start, or
+#                                   curve: mongoplex-curvemodel, a model of the
+#                                   user's server (CURVE, CURVE_RTT_US: bench/common.sh)
 #   BACKEND_URI []                  use this server instead of starting one
+#   MONGOPLEX [on|off]              the mongoplex paths
 #   MONGOPLEX_BIN [$BUILD_DIR/mongoplex]  MONGOPLEX_POOL_SIZE [4]
 #   BATCH_MAX_IDS [100]   (see docs/benchmark-results.md for why these two)
 #   HAPROXY [on|off]  HAPROXY_THREADS [1]
@@ -34,7 +39,10 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${MONGOPLEX_CACHE:-$ROOT/.cache}"
-DOCS="${DOCS:-1000000}"
+BACKEND="${BACKEND:-java}"
+if [[ "$BACKEND" == curve ]]; then DOCS="${DOCS:-20000000}"; else DOCS="${DOCS:-1000000}"; fi
+CELL_QUERIES="${CELL_QUERIES:-}"
+CURVE_PID=""     # the curve model's pid (BACKEND=curve)
 QUERIES="${QUERIES:-10000}"
 THREADS="${THREADS:-1,5,10,20,50,100}"
 IDS="${IDS:-1,10,20}"
@@ -44,8 +52,8 @@ POOL_MODE="${POOL_MODE:-per-thread}"
 OUT="${OUT:-$ROOT/bench/out/$(date +%Y%m%d-%H%M%S)}"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 BUILD="${BUILD:-1}"
-BACKEND="${BACKEND:-java}"
 BACKEND_URI="${BACKEND_URI:-}"
+MONGOPLEX="${MONGOPLEX:-on}"
 MONGOPLEX_BIN="${MONGOPLEX_BIN:-$BUILD_DIR/mongoplex}"
 MONGOPLEX_POOL_SIZE="${MONGOPLEX_POOL_SIZE:-4}"
 BATCH_MAX_IDS="${BATCH_MAX_IDS:-100}"
@@ -147,6 +155,11 @@ build_all() {
     BENCH="$BUILD_DIR/bench/mongoplex-bench"
     cmake --build "$BUILD_DIR" --target mongoplex -j "$(nproc)" >"$OUT/build-mongoplex.log" 2>&1 ||
       log "mongoplex did not build (see $OUT/build-mongoplex.log); an older binary, if any, is used"
+    if [[ "$BACKEND" == curve ]]; then
+      cmake --build "$BUILD_DIR" --target mongoplex-curvemodel -j "$(nproc)" \
+        >"$OUT/build-curvemodel.log" 2>&1 ||
+        die "mongoplex-curvemodel did not build; see $OUT/build-curvemodel.log"
+    fi
   else
     log "top-level cmake project unusable (see $OUT/cmake-configure.log, build-bench.log);" \
         "building the bench tool on its own"
@@ -166,6 +179,8 @@ backend_procs() {
     PROCS+=(--backend-pid "$(cat "$BACKEND_DIR/pid")")
   elif [[ -n "$NETNS_BACKEND_PID" ]]; then
     PROCS+=(--backend-pid "$NETNS_BACKEND_PID")
+  elif [[ -n "$CURVE_PID" ]]; then
+    PROCS+=(--backend-pid "$CURVE_PID")
   fi
   hp="$(uri_hostport "$URI")"
   [[ -z "$hp" || "${hp##*:}" == "$hp" ]] || PROCS+=(--backend-port "${hp##*:}")
@@ -321,6 +336,11 @@ EOF
 }
 
 start_mongoplexes() {
+  if [[ "$MONGOPLEX" != on ]]; then
+    local n
+    for n in mongoplex mongoplex-batch mongoplex-unix mongoplex-auth; do skip "$n" "MONGOPLEX=$MONGOPLEX"; done
+    return 0
+  fi
   if [[ ! -x "$MONGOPLEX_BIN" ]]; then
     skip mongoplex "no binary at $MONGOPLEX_BIN"
     skip mongoplex-batch "no binary at $MONGOPLEX_BIN"
@@ -445,7 +465,7 @@ write_env() {
     echo "date: $(date -Is)"
     echo "git: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo none)"
     echo "host: $(uname -srm), $(nproc --all) cores ($(nproc) usable here), $(free -g | awk '/Mem:/{print $2}') GiB"
-    echo "settings: DOCS=$DOCS QUERIES=$QUERIES THREADS=$THREADS IDS=$IDS REPEAT=$REPEAT" \
+    echo "settings: DOCS=$DOCS QUERIES=$QUERIES CELL_QUERIES=$CELL_QUERIES THREADS=$THREADS IDS=$IDS REPEAT=$REPEAT" \
          "WARMUP=$WARMUP POOL_MODE=$POOL_MODE BACKEND=${BACKEND_URI:+uri}${BACKEND_URI:-$BACKEND}" \
          "MONGOPLEX_POOL_SIZE=$MONGOPLEX_POOL_SIZE BATCH_MAX_IDS=$BATCH_MAX_IDS" \
          "HAPROXY_THREADS=$HAPROXY_THREADS MONGOBETWEEN_POOL_SIZE=$MONGOBETWEEN_POOL_SIZE" \
@@ -455,6 +475,9 @@ write_env() {
       netns) echo "placement: netns (backend 198.18.0.1 in its own namespace, RTT_US=$RTT_US)" ;;
       *) echo "placement: shared (everything on every CPU)" ;;
     esac
+    [[ "$BACKEND" != curve || -n "$BACKEND_URI" ]] ||
+      echo "backend: mongoplex-curvemodel, a model of the user's server (not MongoDB):" \
+           "CURVE=${CURVE:-$ROOT/bench/curves/seed.csv} CURVE_RTT_US=${CURVE_RTT_US:-0}"
     echo "haproxy: $(haproxy -v 2>/dev/null | head -n 1 || echo none)"
     echo "mongobetween: ${MB_BIN:-none}${MB_SRC_REV:+ (built from MONGOBETWEEN_SRC=$MONGOBETWEEN_SRC at $MB_SRC_REV)}"
     local s
@@ -469,6 +492,7 @@ measure() {
   : >"$OUT/progress.log"  # exists before tail follows it
   "$BENCH" run "${PATHS[@]}" "${PROCS[@]}" --docs "$DOCS" --threads "$THREADS" --ids "$IDS" \
     --queries "$QUERIES" --repeat "$REPEAT" --warmup "$WARMUP" --pool-mode "$POOL_MODE" \
+    ${CELL_QUERIES:+--cell-queries "$CELL_QUERIES"} \
     --json "$OUT/results.json" --plot "$OUT/throughput.png" \
     >"$OUT/report.txt" 2>"$OUT/progress.log" &
   local pid=$! tail_pid rc=0

@@ -1,0 +1,46 @@
+/*
+ * cm.h — mongoplex-curvemodel's process state: the loop, the curve in
+ * force, the virtual collection's size, and the counts the model serves by.
+ *
+ * mongoplex-curvemodel is a MODEL calibrated to the user's table
+ * (shared/000_6c2d24415accf5c2.txt by default, bench/curves/seed.csv), not
+ * MongoDB: a MongoDB-wire server whose find replies are delayed so that
+ * closed-loop clients see the curve (bench/curve.h), for the benchmark only.
+ * Files: curvemodel.c (main, options, signals), cm_conn.c (connections,
+ * framing, the delay timers), cm_cmd.c (the commands it answers), cm_docs.c
+ * (the virtual collection and its cursors), cm_ratelimit.c (log limits),
+ * curve.c (the curve file and its math).
+ *
+ * Rules: one thread; only the loop's callbacks touch it. in_service is the
+ * number of queries (finds) that arrived and whose curve latency has not yet
+ * run out: a query's latency is fixed on arrival from in_service + 1.
+ */
+#pragma once
+
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bench/curve.h"
+
+#define CM_LABEL "curve-model (not MongoDB)"
+
+struct cm_state {
+	struct event_base *base;
+	struct curve *curve;	/* in force; replaced whole on SIGHUP */
+	const char *curve_path; /* --curve FILE */
+	int64_t docs;		/* --docs: ids 0 .. docs-1 exist */
+	int64_t rtt_us;		/* --rtt-us: added to every reply */
+	int max_conns;		/* --max-conns */
+	int port;		/* the port listened on */
+	int in_service;		/* queries in service now (c - 1 for the next) */
+	int max_in_service;	/* highest in_service seen */
+	int conns;		/* open connections */
+	uint64_t queries;	/* finds answered through the curve */
+	uint64_t commands;	/* every command answered */
+	uint64_t reloads;	/* successful SIGHUP reloads */
+	uint64_t reload_failures;
+	double late_usec_avg; /* how late timers fire, moving mean (cm_conn.c) */
+};
+
+extern struct cm_state cm;
