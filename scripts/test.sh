@@ -56,6 +56,8 @@ if [ "${1:-}" = "--asan" ]; then
   builddir=build-asan
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=23}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+  # tests/lsan.supp: criterion's own runner leaks when it runs tests in parallel.
+  export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$ROOT/tests/lsan.supp}"
 fi
 
 # Suites of the FerretDB pass with MONGOPLEX_FERRETDB_SUITES=backend: what
