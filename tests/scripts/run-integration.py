@@ -105,6 +105,12 @@ def start_watchdog(root):
                     os.dup2(null, fd)
                 while os.read(r, 1):
                     pass
+                # We were killed: the criterion run goes too, then its servers.
+                try:
+                    with open(os.path.join(root, "criterion.pgid"), encoding="ascii") as f:
+                        os.killpg(int(f.read()), signal.SIGKILL)
+                except (OSError, ValueError):
+                    pass
                 stop_shared(root)
         finally:
             os._exit(0)
@@ -113,12 +119,15 @@ def start_watchdog(root):
     return w
 
 
-def run_child(args, env, timeout):
-    """Run the criterion binary (its own process group); returns its exit
-    code. A signal to us goes to its group; so does the kill of the hang
-    guard."""
+def run_child(args, env, timeout, root):
+    """Run the criterion binary (its own process group, recorded in
+    root/criterion.pgid for the watchdog); returns its exit code. A signal to
+    us goes to its group; so does the kill of the hang guard."""
     child = subprocess.Popen(args, env=env, start_new_session=True)
     got = []
+    if root:
+        with open(os.path.join(root, "criterion.pgid"), "w", encoding="ascii") as f:
+            f.write(str(child.pid))
 
     def forward(signum, _frame):
         got.append(signum)
@@ -192,7 +201,7 @@ def main():
           f"{', shared FerretDB under ' + root if root else ''}", flush=True)
     timeout = float(os.environ.get("MONGOPLEX_INTEG_TIMEOUT") or 2300)
     try:
-        rc = run_child(args, env, timeout)
+        rc = run_child(args, env, timeout, root)
     finally:
         if root:
             started = sorted(d for d in os.listdir(root)
