@@ -63,8 +63,8 @@ fi
 # Suites of the FerretDB pass with MONGOPLEX_FERRETDB_SUITES=backend: what
 # touches pool/ (connections, dispatch, pins, sticky order, backend auth,
 # compression, topology) or core/tls.c. The suites left out run there
-# against their own servers (client_auth, per_user, backend_auth: their own
-# FerretDB; badinput, depth, protocol, ...: the client side) or are checked
+# against their own servers (client_auth, per_user: the run's shared FerretDB;
+# badinput, depth, protocol, ...: the client side) or are checked
 # by the whole sha256 pass of the fresh-machine check.
 BACKEND_SUITES="admission,backend_auth,backend_faults,backend_login,batch_limits,batch_numeric,batching,compress,crud,cursors,lbpin,lookup,membound,metrics_members,ordering,replset,replset_ferret,tls,tls_reneg"
 

@@ -7,7 +7,9 @@
 // and zstd need the driver's optional packages (snappy, @mongodb-js/zstd): a
 // missing one fails. For each ALG: the same workload through the proxy with
 // compressors=ALG and straight to the backend, identical results required,
-// and the proxy's counters must show ALG used in both directions.
+// and the proxy's counters must show ALG used in both directions. The
+// databases: PREFIX_direct and PREFIX_proxy, PREFIX from
+// MONGOPLEX_CMP_DB_PREFIX (default cmpn; the test on a shared server makes it unique).
 'use strict';
 const path = require('path');
 const fs = require('fs');
@@ -50,13 +52,14 @@ async function main() {
   const sep = proxyUri.includes('?') ? '&' : '?';
   const direct = new MongoClient(directUri, { serverSelectionTimeoutMS: 10000 });
   const stats = new MongoClient(proxyUri, { serverSelectionTimeoutMS: 10000 });
+  const prefix = process.env.MONGOPLEX_CMP_DB_PREFIX || 'cmpn';
   let ok = true;
   for (const alg of algs) {
     const prox = new MongoClient(proxyUri + sep + 'compressors=' + alg,
       { serverSelectionTimeoutMS: 10000 });
-    const want = await workload(direct.db('cmpn_direct'), alg);
+    const want = await workload(direct.db(prefix + '_direct'), alg);
     const before = await counters(stats);
-    const got = await workload(prox.db('cmpn_proxy'), alg);
+    const got = await workload(prox.db(prefix + '_proxy'), alg);
     const after = await counters(stats);
     const dIn = after[alg + '_decompressed_msgs'] - before[alg + '_decompressed_msgs'];
     const dOut = after[alg + '_compressed_msgs'] - before[alg + '_compressed_msgs'];

@@ -11,8 +11,12 @@ must show the client's messages decompressed with ALG and replies compressed
 with ALG (so compression was really used), and the driver's connection must
 have negotiated ALG. Prints wire bytes per 20-id lookup. Exit 0: all good;
 1 with the reason otherwise (a missing compression module is a failure).
+The databases: PREFIX_direct and PREFIX_proxy, PREFIX from
+MONGOPLEX_CMP_DB_PREFIX (default cmp; the test on a shared server makes it
+unique).
 """
 
+import os
 import sys
 
 from pymongo import MongoClient
@@ -50,15 +54,16 @@ def main():
     proxy_uri, direct_uri, algs = sys.argv[1], sys.argv[2], sys.argv[3:]
     sep = "&" if "?" in proxy_uri else "?"
     direct = MongoClient(direct_uri, serverSelectionTimeoutMS=10000)
+    prefix = os.environ.get("MONGOPLEX_CMP_DB_PREFIX") or "cmp"
     ok = True
     for alg in algs:
         prox = MongoClient(proxy_uri + sep + "compressors=" + alg, serverSelectionTimeoutMS=10000)
         stats = MongoClient(proxy_uri, serverSelectionTimeoutMS=10000)
-        want = workload(direct["cmp_direct"], alg)
+        want = workload(direct[prefix + "_direct"], alg)
         before = counters(stats)
-        got = workload(prox["cmp_proxy"], alg)
+        got = workload(prox[prefix + "_proxy"], alg)
         mid = counters(stats)
-        lookup_bytes(prox["cmp_proxy"], alg)
+        lookup_bytes(prox[prefix + "_proxy"], alg)
         after = counters(stats)
         if got != want:
             print("%s: results differ from direct" % alg)

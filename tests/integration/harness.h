@@ -231,25 +231,46 @@ int h_run_capture(const char *const argv[], char *out, size_t outlen, int timeou
 /* The same for a /bin/sh -c command line. */
 int h_sh_capture(const char *cmd, char *out, size_t outlen, int timeout_ms);
 
-/* ------------------------------------------------------------ FerretDB of a test's own */
+/* ------------------------------------------------------------ FerretDB: shared or a test's own */
 
-/* One FerretDB a test started (harness_ferret.c). Rules: dir is the server's
- * directory (backend.sh's DIR: data, log, pid, uri), removed by
- * h_ferret_stop; uri is the URI backend.sh printed (for ferretdb-tls the TLS
- * one), host/port its first host, plain_uri the plain URI of ferretdb-tls
- * ("" for the other kinds). */
+/* One FerretDB a test uses (harness_ferret.c). Rules: dir is the server's
+ * directory (backend.sh's DIR: data, log, pid, uri); uri is the URI
+ * backend.sh printed (for ferretdb-tls the TLS one), host/port its first
+ * host, plain_uri the plain URI of ferretdb-tls ("" for the other kinds);
+ * user/password the server's admin identity (from the URI; "" without
+ * auth); scratch a directory of the test's own for its files (users files,
+ * password files): never write into dir, which a shared server's other
+ * tests use too. shared: h_ferret_shared returned the suite's server. */
 struct h_ferret {
 	char dir[256];
 	char uri[900];
 	char plain_uri[300];
 	char host[64];
 	int port;
+	char user[64];
+	char password[128];
+	char scratch[256];
+	bool shared;
 };
 
 /* scripts/backend.sh start KIND DIR with the environment entries in env
  * ("NAME=value", NULL-terminated, may be NULL: MONGOPLEX_FERRETDB_USER,
  * MONGOPLEX_TLS_CERT, ...). dir NULL: a new directory under TMPDIR. The test
- * FAILS with backend.sh's output when the server does not start. */
+ * FAILS with backend.sh's output when the server does not start. For a test
+ * that needs a server of its own (a pristine or specially set up one, one it
+ * restarts or kills, TLS with its own certificates, a replica set). */
 void h_ferret_start(struct h_ferret *f, const char *kind, const char *dir, const char *const env[]);
-/* backend.sh stop, then remove the directory (idempotent). */
+/* The suite's shared FerretDB of `kind` ("ferretdb-auth", "ferretdb",
+ * "ferretdb-rs"; not ferretdb-tls, whose certificates are a test's own):
+ * with MONGOPLEX_SHARED_FERRETDB_DIR set (tests/scripts/run-integration.py
+ * sets it for its criterion run and stops the servers afterwards), the one
+ * server of that kind in DIR/KIND, started by the first test that asks (under
+ * a lock; its admin identity MONGOPLEX_SHARED_FERRETDB_USER/_PASSWORD);
+ * without it (the binary run by hand) a server of the test's own, as
+ * h_ferret_start(f, kind, NULL, NULL). Tests sharing it run side by side:
+ * every user, database and collection they create gets an h_unique() name,
+ * and they leave its admin user alone. */
+void h_ferret_shared(struct h_ferret *f, const char *kind);
+/* A test's own server: backend.sh stop, then remove the directory. The
+ * shared one: left running, only f->scratch removed. Idempotent. */
 void h_ferret_stop(struct h_ferret *f);

@@ -1,15 +1,20 @@
 /*
- * harness_ferret.c — a FerretDB of a test's own (scripts/backend.sh start
- * KIND DIR), for the tests that need a server set up differently from the
- * suite's (auth with their own user, a replica set, TLS, no auth), and the
- * shell-command runner they share. See harness.h.
+ * harness_ferret.c — FerretDB for the tests that need one besides the
+ * suite's backend: the suite run's shared server of a kind (h_ferret_shared;
+ * tests/scripts/run-integration.py owns its directory and stops it), or one
+ * of a test's own (scripts/backend.sh start KIND DIR), and the shell-command
+ * runner they share. See harness.h.
  */
 #include "harness.h"
 
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #ifndef MP_SOURCE_DIR
 #define MP_SOURCE_DIR "."
@@ -73,21 +78,36 @@ static void read_plain_uri(struct h_ferret *f)
 	fclose(in);
 }
 
-void h_ferret_start(struct h_ferret *f, const char *kind, const char *dir, const char *const env[])
+/* user and password of "mongodb://user:password@host..." ("" when absent). */
+static void uri_userpass(const char *uri, char *user, size_t ulen, char *pw, size_t plen)
+{
+	const char *u = strstr(uri, "://"), *at = strchr(uri, '@'), *colon;
+
+	user[0] = pw[0] = '\0';
+	if (u == NULL || at == NULL)
+		return;
+	u += 3;
+	colon = memchr(u, ':', (size_t)(at - u));
+	snprintf(user, ulen, "%.*s", (int)((colon ? colon : at) - u), u);
+	if (colon != NULL)
+		snprintf(pw, plen, "%.*s", (int)(at - colon - 1), colon + 1);
+}
+
+/* Fill f's fields from its URI (f->uri set) and its directory's plain_uri. */
+static void ferret_fields(struct h_ferret *f)
+{
+	cr_assert(uri_hostport(f->uri, f->host, sizeof(f->host), &f->port), "bad URI: %s", f->uri);
+	uri_userpass(f->uri, f->user, sizeof(f->user), f->password, sizeof(f->password));
+	read_plain_uri(f);
+}
+
+/* backend.sh start kind f->dir with env; sets f->uri. */
+static void ferret_launch(struct h_ferret *f, const char *kind, const char *const env[])
 {
 	const char *argv[FERRET_ENV_MAX + 6];
-	const char *tmp = getenv("TMPDIR");
 	char out[4096];
 	int argc = 0, st;
 
-	memset(f, 0, sizeof(*f));
-	if (dir != NULL) {
-		snprintf(f->dir, sizeof(f->dir), "%s", dir);
-	} else {
-		snprintf(f->dir, sizeof(f->dir), "%s/mongoplex-%s-XXXXXX",
-			 tmp && *tmp ? tmp : "/tmp", kind);
-		cr_assert(mkdtemp(f->dir) != NULL, "mkdtemp %s failed", f->dir);
-	}
 	argv[argc++] = "/usr/bin/env";
 	for (int i = 0; env != NULL && env[i] != NULL; i++) {
 		cr_assert(i < FERRET_ENV_MAX, "h_ferret_start: too many environment entries");
@@ -104,14 +124,91 @@ void h_ferret_start(struct h_ferret *f, const char *kind, const char *dir, const
 		  "%.1500s",
 		  kind, out);
 	cr_assert(last_uri(out, f->uri, sizeof(f->uri)), "no URI from backend.sh start %s", kind);
-	cr_assert(uri_hostport(f->uri, f->host, sizeof(f->host), &f->port), "bad URI: %s", f->uri);
-	read_plain_uri(f);
+}
+
+void h_ferret_start(struct h_ferret *f, const char *kind, const char *dir, const char *const env[])
+{
+	const char *tmp = getenv("TMPDIR");
+
+	memset(f, 0, sizeof(*f));
+	if (dir != NULL) {
+		snprintf(f->dir, sizeof(f->dir), "%s", dir);
+	} else {
+		snprintf(f->dir, sizeof(f->dir), "%s/mongoplex-%s-XXXXXX",
+			 tmp && *tmp ? tmp : "/tmp", kind);
+		cr_assert(mkdtemp(f->dir) != NULL, "mkdtemp %s failed", f->dir);
+	}
+	ferret_launch(f, kind, env);
+	ferret_fields(f);
+	snprintf(f->scratch, sizeof(f->scratch), "%s", f->dir);
+}
+
+/* The first line of path into buf (newline stripped); false if none. */
+static bool read_line(const char *path, char *buf, size_t len)
+{
+	FILE *in = fopen(path, "r");
+	bool ok;
+
+	if (in == NULL)
+		return false;
+	ok = fgets(buf, (int)len, in) != NULL;
+	fclose(in);
+	buf[strcspn(buf, "\n")] = '\0';
+	return ok && buf[0] != '\0';
+}
+
+void h_ferret_shared(struct h_ferret *f, const char *kind)
+{
+	const char *root = getenv("MONGOPLEX_SHARED_FERRETDB_DIR");
+	const char *user = getenv("MONGOPLEX_SHARED_FERRETDB_USER");
+	const char *pw = getenv("MONGOPLEX_SHARED_FERRETDB_PASSWORD");
+	char lock[300], uri_path[300], e_user[128], e_pw[200];
+	const char *const env[] = {e_user, e_pw, NULL};
+	int fd;
+
+	if (root == NULL || *root == '\0') {
+		h_ferret_start(f, kind, NULL, NULL);
+		return;
+	}
+	cr_assert(strcmp(kind, "ferretdb") == 0 || strcmp(kind, "ferretdb-auth") == 0 ||
+		      strcmp(kind, "ferretdb-rs") == 0,
+		  "h_ferret_shared: no shared server of kind %s", kind);
+	memset(f, 0, sizeof(*f));
+	f->shared = true;
+	snprintf(f->dir, sizeof(f->dir), "%s/%s", root, kind);
+	snprintf(lock, sizeof(lock), "%s/%s.lock", root, kind);
+	snprintf(uri_path, sizeof(uri_path), "%s/uri", f->dir);
+	snprintf(e_user, sizeof(e_user), "MONGOPLEX_FERRETDB_USER=%s",
+		 user && *user ? user : "mongoplex");
+	snprintf(e_pw, sizeof(e_pw), "MONGOPLEX_FERRETDB_PASSWORD=%s",
+		 pw && *pw ? pw : "mongoplex-pw");
+	/* One start per kind however many tests ask at once: the first holds
+	 * the lock while the server starts, the others then read its URI. */
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	cr_assert(fd >= 0, "%s: %s", lock, strerror(errno));
+	cr_assert(flock(fd, LOCK_EX) == 0, "flock %s: %s", lock, strerror(errno));
+	if (!read_line(uri_path, f->uri, sizeof(f->uri)))
+		ferret_launch(f, kind, env);
+	flock(fd, LOCK_UN);
+	close(fd);
+	ferret_fields(f);
+	/* The test's own files: under the shared directory, which the runner removes. */
+	snprintf(f->scratch, sizeof(f->scratch), "%s/t-XXXXXX", root);
+	cr_assert(mkdtemp(f->scratch) != NULL, "mkdtemp %s: %s", f->scratch, strerror(errno));
 }
 
 void h_ferret_stop(struct h_ferret *f)
 {
 	char cmd[800], out[1024];
 
+	if (f->shared) {
+		if (f->scratch[0] != '\0') {
+			snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->scratch);
+			(void)h_sh_capture(cmd, out, sizeof(out), FERRET_STOP_MS);
+		}
+		memset(f, 0, sizeof(*f));
+		return;
+	}
 	if (f->dir[0] == '\0')
 		return;
 	snprintf(cmd, sizeof(cmd), "%s/scripts/backend.sh stop '%s'; rm -rf '%s'", MP_SOURCE_DIR,

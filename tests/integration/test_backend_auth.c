@@ -1,9 +1,11 @@
 /*
  * test_backend_auth.c — backend SCRAM authentication against a real server:
- * each test starts its own FerretDB with authentication on
- * (scripts/backend.sh start ferretdb-auth DIR; the test FAILS if FerretDB
- * cannot be started) and the real proxy in front of it. Clients talk to the
- * proxy without credentials; the proxy logs in with backend_uri's.
+ * the tests share the suite run's FerretDB with authentication on
+ * (h_ferret_shared "ferretdb-auth"; run by hand, each starts its own; a test
+ * FAILS if FerretDB cannot be started) and each puts its own proxy in front
+ * of it, logging in as the server's admin identity (or a wrong one; nothing
+ * here changes a user). Clients talk to the proxy without credentials; the
+ * proxy logs in with backend_uri's.
  *
  * Asserts: SCRAM-SHA-256, SCRAM-SHA-1 and negotiated logins; CRUD and
  * connectionStatus (the backend user) through the proxy; one PBKDF2 for a
@@ -31,18 +33,22 @@
 
 #include "harness.h"
 
+/* The identity of the SCRAM mock (scram_server.py); the FerretDB tests use
+ * the shared server's (fa.user, fa.password). */
 #define USER	 "mpauth"
 #define PASSWORD "Pw-s3cret-7781"
 #define WRONG_PW "Wrong-pw-4242"
 
-/* A FerretDB with auth and this file's user, started for one test. */
+/* The suite's FerretDB with auth (its admin identity in fa->user/password). */
 static void fauth_start(struct h_ferret *fa)
 {
-	const char *const env[] = {"MONGOPLEX_FERRETDB_USER=" USER,
-				   "MONGOPLEX_FERRETDB_PASSWORD=" PASSWORD, NULL};
+	char want[300];
 
-	h_ferret_start(fa, "ferretdb-auth", NULL, env);
-	cr_assert(strstr(fa->uri, "mongodb://" USER ":" PASSWORD "@") != NULL, "uri: %s", fa->uri);
+	h_ferret_shared(fa, "ferretdb-auth");
+	cr_assert(fa->user[0] != '\0' && fa->password[0] != '\0', "no credentials: %s", fa->uri);
+	cr_assert(strcmp(fa->password, WRONG_PW) != 0);
+	snprintf(want, sizeof(want), "mongodb://%s:%s@", fa->user, fa->password);
+	cr_assert(strstr(fa->uri, want) != NULL, "uri: %s", fa->uri);
 }
 
 /* INI lines for a proxy in front of fa with the given user/password/options. */
@@ -53,7 +59,8 @@ static void settings(char *buf, size_t len, const struct h_ferret *fa, const cha
 		 pw ? pw : "", fa->host, fa->port, opts, more ? more : "");
 }
 
-static void crud(struct proxy *p)
+/* CRUD through p, whose backend identity is `user`. */
+static void crud(struct proxy *p, const char *user)
 {
 	mongoc_client_t *c = h_proxy_client(p, "auth-crud");
 	char coll[64];
@@ -85,7 +92,7 @@ static void crud(struct proxy *p)
 	bson_destroy(&reply);
 	cr_assert(h_cmd_json(c, "admin", "{\"connectionStatus\": 1}", &reply, &err), "%s",
 		  err.message);
-	cr_assert_str_eq(h_get_str(&reply, "authInfo.authenticatedUsers.0.user"), USER);
+	cr_assert_str_eq(h_get_str(&reply, "authInfo.authenticatedUsers.0.user"), user);
 	cr_assert_str_eq(h_get_str(&reply, "authInfo.authenticatedUsers.0.db"), "admin");
 	bson_destroy(&reply);
 	mongoc_client_destroy(c);
@@ -116,10 +123,10 @@ static void mech_test(const char *opts, const char *want_mech)
 	char extra[512], want[128];
 
 	fauth_start(&fa);
-	settings(extra, sizeof(extra), &fa, USER, PASSWORD, opts, "log_level = debug\n");
+	settings(extra, sizeof(extra), &fa, fa.user, fa.password, opts, "log_level = debug\n");
 	p = proxy_start(extra);
-	crud(p);
-	snprintf(want, sizeof(want), "authenticated as \"%s\" on admin (%s", USER, want_mech);
+	crud(p, fa.user);
+	snprintf(want, sizeof(want), "authenticated as \"%s\" on admin (%s", fa.user, want_mech);
 	cr_assert(log_contains(p, want), "log lacks \"%s\"", want);
 	login_figures(p, want_mech);
 	proxy_stop(p);
@@ -179,7 +186,7 @@ Test(backend_auth, pool_runs_pbkdf2_once, .timeout = 180)
 	int64_t logins, pbkdf2;
 
 	fauth_start(&fa);
-	settings(extra, sizeof(extra), &fa, USER, PASSWORD, "",
+	settings(extra, sizeof(extra), &fa, fa.user, fa.password, "",
 		 "pool_size = 8\nmin_pool_size = 8\n");
 	p = proxy_start(extra);
 	for (int i = 0; i < NCLIENTS; i++) {
@@ -253,6 +260,7 @@ static int expect_auth_errors(struct proxy *p, const struct h_ferret *fa, const 
 	return n;
 }
 
+/* user NULL: the server's admin user (with the wrong password pw). */
 static void wrong_cred_test(const char *user, const char *pw)
 {
 	struct h_ferret fa;
@@ -262,6 +270,8 @@ static void wrong_cred_test(const char *user, const char *pw)
 	int sent, failures;
 
 	fauth_start(&fa);
+	if (user == NULL)
+		user = fa.user;
 	settings(extra, sizeof(extra), &fa, user, pw, "",
 		 "reconnect_backoff_max_ms = 400\nlog_level = debug\n");
 	p = proxy_start(extra);
@@ -276,7 +286,7 @@ static void wrong_cred_test(const char *user, const char *pw)
 	cr_assert_leq(failures, 4 + (int)((h_now_ms() - t0) / 100),
 		      "%d failed logins: reconnecting in a tight loop?", failures);
 	cr_assert(strstr(log, WRONG_PW) == NULL, "the password is in the log");
-	cr_assert(strstr(log, PASSWORD) == NULL, "the password is in the log");
+	cr_assert(strstr(log, fa.password) == NULL, "the password is in the log");
 	free(log);
 	proxy_stop(p);
 	h_ferret_stop(&fa);
@@ -284,7 +294,7 @@ static void wrong_cred_test(const char *user, const char *pw)
 
 Test(backend_auth, wrong_password_gets_18_with_backoff, .timeout = 120)
 {
-	wrong_cred_test(USER, WRONG_PW);
+	wrong_cred_test(NULL, WRONG_PW);
 }
 
 Test(backend_auth, unknown_user_gets_18, .timeout = 120)
@@ -308,20 +318,21 @@ Test(backend_auth, sighup_with_fixed_password_file_recovers, .timeout = 120)
 {
 	struct h_ferret fa;
 	struct proxy *p;
-	char extra[1024], pwfile[300], more[400], *log;
+	char extra[1024], pwfile[300], more[400], line[200], *log;
 	mongoc_client_t *c;
 	bson_t reply;
 	bson_error_t err;
 	bool ok = false;
 
 	fauth_start(&fa);
-	snprintf(pwfile, sizeof(pwfile), "%s/backend.pw", fa.dir);
+	snprintf(pwfile, sizeof(pwfile), "%s/backend.pw", fa.scratch);
 	write_file(pwfile, WRONG_PW "\n", 0600);
 	snprintf(more, sizeof(more), "backend_password_file = %s\nlog_level = debug\n", pwfile);
-	settings(extra, sizeof(extra), &fa, USER, NULL, "", more);
+	settings(extra, sizeof(extra), &fa, fa.user, NULL, "", more);
 	p = proxy_start(extra);
-	expect_auth_errors(p, &fa, USER, 300);
-	write_file(pwfile, PASSWORD "\n", 0600);
+	expect_auth_errors(p, &fa, fa.user, 300);
+	snprintf(line, sizeof(line), "%s\n", fa.password);
+	write_file(pwfile, line, 0600);
 	cr_assert(kill(p->pid, SIGHUP) == 0);
 	cr_assert(log_wait(p, "backend credentials changed", 10000), "no reload logged");
 	c = h_proxy_client(p, "auth-fixed");
@@ -329,7 +340,7 @@ Test(backend_auth, sighup_with_fixed_password_file_recovers, .timeout = 120)
 		ok = h_cmd_json(c, "admin", "{\"connectionStatus\": 1}", &reply, &err);
 		if (ok)
 			cr_assert_str_eq(h_get_str(&reply, "authInfo.authenticatedUsers.0.user"),
-					 USER);
+					 fa.user);
 		else
 			h_sleep_ms(100);
 		bson_destroy(&reply);
@@ -337,11 +348,11 @@ Test(backend_auth, sighup_with_fixed_password_file_recovers, .timeout = 120)
 	cr_assert(ok, "no recovery after SIGHUP: %s", err.message);
 	mongoc_client_destroy(c);
 	log = proxy_log(p);
-	cr_assert(strstr(log, PASSWORD) == NULL && strstr(log, WRONG_PW) == NULL,
+	cr_assert(strstr(log, fa.password) == NULL && strstr(log, WRONG_PW) == NULL,
 		  "a password is in the log");
 	free(log);
 	/* An unsafe password file makes the reload fail and keeps the old credentials. */
-	write_file(pwfile, PASSWORD "\n", 0666);
+	write_file(pwfile, line, 0666);
 	cr_assert(kill(p->pid, SIGHUP) == 0);
 	cr_assert(log_wait(p, "writable by group or others", 10000));
 	proxy_stop(p);
@@ -440,32 +451,32 @@ Test(backend_auth, secrets_absent_from_log_stats_metrics, .timeout = 120)
 
 	fauth_start(&fa);
 	snprintf(more, sizeof(more), "log_level = debug\nmetrics_listen = 127.0.0.1:%d\n", mport);
-	settings(extra, sizeof(extra), &fa, USER, PASSWORD, "", more);
+	settings(extra, sizeof(extra), &fa, fa.user, fa.password, "", more);
 	p = proxy_start(extra);
-	crud(p);
+	crud(p, fa.user);
 	proxy_stats(p, &st);
 	json = bson_as_relaxed_extended_json(&st, NULL);
-	cr_assert(strstr(json, PASSWORD) == NULL, "password in mongoplexStats");
+	cr_assert(strstr(json, fa.password) == NULL, "password in mongoplexStats");
 	bson_free(json);
 	bson_destroy(&st);
 	metrics = h_get_metrics(mport);
 	cr_assert(strstr(metrics, "mongoplex_backend_auth_ok") != NULL, "%.300s", metrics);
-	cr_assert(strstr(metrics, PASSWORD) == NULL, "password in /metrics");
+	cr_assert(strstr(metrics, fa.password) == NULL, "password in /metrics");
 	free(metrics);
 	/* A reload that tries to change backend_uri logs both URIs: redacted. */
 	{
 		FILE *f = fopen(p->cfg_path, "a");
 
 		cr_assert(f != NULL);
-		fprintf(f, "backend_uri = mongodb://%s:%s-new@%s:%d/\n", USER, PASSWORD, fa.host,
-			fa.port);
+		fprintf(f, "backend_uri = mongodb://%s:%s-new@%s:%d/\n", fa.user, fa.password,
+			fa.host, fa.port);
 		fclose(f);
 	}
 	cr_assert(kill(p->pid, SIGHUP) == 0);
 	cr_assert(log_wait(p, "backend_uri cannot change at runtime", 10000));
 	log = proxy_log(p);
 	cr_assert(strstr(log, ":***@") != NULL, "no redacted URI in the log");
-	cr_assert(strstr(log, PASSWORD) == NULL, "the password is in the debug log");
+	cr_assert(strstr(log, fa.password) == NULL, "the password is in the debug log");
 	free(log);
 	proxy_stop(p);
 	h_ferret_stop(&fa);

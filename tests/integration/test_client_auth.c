@@ -1,8 +1,11 @@
 /*
  * test_client_auth.c — client SCRAM authentication (auth_mode = scram)
- * against FerretDB with auth on (each test starts its own through
- * scripts/backend.sh start ferretdb-auth DIR and FAILS if it cannot) and the
- * real proxy, whose users file is written by `mongoplex --scram-secret`.
+ * against FerretDB with auth on (the suite run's shared one, h_ferret_shared
+ * "ferretdb-auth"; run by hand, each test starts its own; a test FAILS if it
+ * cannot) and the real proxy of each test, whose users file (in the test's
+ * scratch directory) is written by `mongoplex --scram-secret`. On the shared
+ * server every test's database and backend users have h_unique() names; the
+ * proxy logs in as the server's admin identity, which no test changes.
  *
  * Asserts: libmongoc logs in with SCRAM-SHA-256 and SCRAM-SHA-1 (speculative,
  * in the hello) and a hand-driven saslStart/saslContinue conversation (not
@@ -31,6 +34,7 @@
 #include <criterion/logging.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,14 +47,13 @@
 #include "harness_auth.h"
 #include "pool/scram.h"
 
-#define BE_USER	 "mpadmin"
-#define BE_PASS	 "Be-pw-5512"
 #define PYSCRIPT MP_SOURCE_DIR "/tests/integration/client_auth_pymongo.py"
 
 /* FerretDB with auth and a proxy in front, for one test. */
 struct env {
-	struct h_ferret fe; /* its directory also holds the users file */
+	struct h_ferret fe; /* its scratch directory holds the users file */
 	char users[300];
+	char db[64]; /* the test's own database for CRUD */
 	struct proxy *p;
 };
 
@@ -70,28 +73,33 @@ static void add_user(struct env *e, const char *dbuser, const char *pw)
 	snprintf(cmd, sizeof(cmd),
 		 "printf '%%s\\n' '%s' | %s --scram-secret %s >> %s 2>%s/scram-secret.err"
 		 " || { cat %s/scram-secret.err; exit 1; }",
-		 pw, h_proxy_binary(), dbuser, e->users, e->fe.dir, e->fe.dir);
+		 pw, h_proxy_binary(), dbuser, e->users, e->fe.scratch, e->fe.scratch);
 	sh(cmd, out, sizeof(out), &st);
 	cr_assert_eq(st, 0, "--scram-secret %s failed: %s", dbuser, out);
 	chmod(e->users, 0600);
 }
 
+/* The shared FerretDB (or the test's own), the users file path, the database. */
+static void env_backend(struct env *e)
+{
+	memset(e, 0, sizeof(*e));
+	h_ferret_shared(&e->fe, "ferretdb-auth");
+	snprintf(e->users, sizeof(e->users), "%s/users", e->fe.scratch);
+	h_unique(e->db, sizeof(e->db), "cauth");
+}
+
 static void env_start(struct env *e, const char *more)
 {
-	const char *const env[] = {"MONGOPLEX_FERRETDB_USER=" BE_USER,
-				   "MONGOPLEX_FERRETDB_PASSWORD=" BE_PASS, NULL};
 	char extra[2048];
 
-	memset(e, 0, sizeof(*e));
-	h_ferret_start(&e->fe, "ferretdb-auth", NULL, env);
-	snprintf(e->users, sizeof(e->users), "%s/users", e->fe.dir);
+	env_backend(e);
 	add_user(e, "admin.alice", "alice-Pw1");
 	add_user(e, "app.bob", "bob-Pw2");
 	snprintf(extra, sizeof(extra),
-		 "backend_uri = mongodb://" BE_USER ":" BE_PASS "@%s:%d/\n"
+		 "backend_uri = mongodb://%s:%s@%s:%d/\n"
 		 "auth_mode = scram\nauth_users_file = %s\nauth_stats_unauthenticated = on\n"
 		 "auth_pool_mode = shared\n%s", /* users-file users run as the proxy */
-		 e->fe.host, e->fe.port, e->users, more ? more : "");
+		 e->fe.user, e->fe.password, e->fe.host, e->fe.port, e->users, more ? more : "");
 	e->p = proxy_start(extra);
 }
 
@@ -113,18 +121,19 @@ static mongoc_client_t *login_client(struct env *e, const char *user, const char
 	return h_client_uri(uri, "cauth");
 }
 
-static void crud(mongoc_client_t *c, const char *coll)
+/* Insert and find in the test's database (e->db). */
+static void crud(struct env *e, mongoc_client_t *c, const char *coll)
 {
 	bson_t reply;
 	bson_error_t err;
 	char json[256];
 
 	snprintf(json, sizeof(json), "{\"insert\": \"%s\", \"documents\": [{\"_id\": 7}]}", coll);
-	cr_assert(h_cmd_json(c, "cauth", json, &reply, &err), "insert: %s", err.message);
+	cr_assert(h_cmd_json(c, e->db, json, &reply, &err), "insert: %s", err.message);
 	cr_assert_eq(h_get_int(&reply, "n", -1), 1);
 	bson_destroy(&reply);
 	snprintf(json, sizeof(json), "{\"find\": \"%s\", \"filter\": {\"_id\": 7}}", coll);
-	cr_assert(h_cmd_json(c, "cauth", json, &reply, &err), "find: %s", err.message);
+	cr_assert(h_cmd_json(c, e->db, json, &reply, &err), "find: %s", err.message);
 	cr_assert_eq(h_get_int(&reply, "cursor.firstBatch.0._id", -1), 7);
 	bson_destroy(&reply);
 }
@@ -141,7 +150,7 @@ Test(client_auth, libmongoc_logs_in_with_sha256_and_sha1, .timeout = 120)
 		char coll[64];
 
 		snprintf(coll, sizeof(coll), "lm%zu", i);
-		crud(c, coll);
+		crud(&e, c, coll);
 		h_status_user(c, who, sizeof(who));
 		cr_assert_str_eq(who, "admin.alice", "%s", mechs[i] ? mechs[i] : "negotiated");
 		mongoc_client_destroy(c);
@@ -188,16 +197,16 @@ Test(client_auth, raw_conversations_gate_and_logout, .timeout = 120)
 	cr_assert_eq(raw_code(fd, "{\"hello\": 1}", "admin"), 0);
 	cr_assert_eq(raw_code(fd, "{\"ping\": 1}", "admin"), 0);
 	cr_assert_eq(raw_code(fd, "{\"buildInfo\": 1}", "admin"), 0);
-	cr_assert_eq(raw_code(fd, "{\"find\": \"c\"}", "cauth"), 13);
-	cr_assert_eq(raw_code(fd, "{\"insert\": \"c\", \"documents\": [{}]}", "cauth"), 13);
+	cr_assert_eq(raw_code(fd, "{\"find\": \"c\"}", e.db), 13);
+	cr_assert_eq(raw_code(fd, "{\"insert\": \"c\", \"documents\": [{}]}", e.db), 13);
 	cr_assert_eq(raw_code(fd, "{\"listDatabases\": 1}", "admin"), 13);
 	/* Not speculative, both mechanisms, with and without the empty step. */
 	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "alice", "alice-Pw1", "admin", false), 0);
-	cr_assert_eq(raw_code(fd, "{\"find\": \"c\"}", "cauth"), 0);
+	cr_assert_eq(raw_code(fd, "{\"find\": \"c\"}", e.db), 0);
 	cr_assert_eq(raw_code(fd, "{\"logout\": 1}", "admin"), 0);
-	cr_assert_eq(raw_code(fd, "{\"find\": \"c\"}", "cauth"), 13, "find after logout");
+	cr_assert_eq(raw_code(fd, "{\"find\": \"c\"}", e.db), 13, "find after logout");
 	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_1, "bob", "bob-Pw2", "app", true), 0);
-	cr_assert_eq(raw_code(fd, "{\"find\": \"c\"}", "cauth"), 0);
+	cr_assert_eq(raw_code(fd, "{\"find\": \"c\"}", e.db), 0);
 	/* bob exists in app, not in admin. */
 	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_1, "bob", "bob-Pw2", "admin", true), 18);
 	cr_assert_eq(
@@ -354,28 +363,24 @@ Test(client_auth, users_file_reloads_on_sighup, .timeout = 120)
  * reload applies both and the new user's CRUD runs on the backend. */
 Test(client_auth, rejected_reload_keeps_the_old_users, .timeout = 120)
 {
-	const char *const env[] = {"MONGOPLEX_FERRETDB_USER=" BE_USER,
-				   "MONGOPLEX_FERRETDB_PASSWORD=" BE_PASS, NULL};
 	struct env e;
 	char extra[2048], pwfile[300], hidden[310];
 	mongoc_client_t *c;
 	FILE *f;
 
-	memset(&e, 0, sizeof(e));
-	h_ferret_start(&e.fe, "ferretdb-auth", NULL, env);
-	snprintf(e.users, sizeof(e.users), "%s/users", e.fe.dir);
-	snprintf(pwfile, sizeof(pwfile), "%s/backend-password", e.fe.dir);
+	env_backend(&e);
+	snprintf(pwfile, sizeof(pwfile), "%s/backend-password", e.fe.scratch);
 	snprintf(hidden, sizeof(hidden), "%s.away", pwfile);
 	f = fopen(pwfile, "w");
 	cr_assert(f != NULL);
-	fputs(BE_PASS "\n", f);
+	fprintf(f, "%s\n", e.fe.password);
 	fclose(f);
 	chmod(pwfile, 0600);
 	users_only(&e, "admin.alice", "alice-Pw1");
 	snprintf(extra, sizeof(extra),
-		 "backend_uri = mongodb://" BE_USER "@%s:%d/\nbackend_password_file = %s\n"
+		 "backend_uri = mongodb://%s@%s:%d/\nbackend_password_file = %s\n"
 		 "auth_mode = scram\nauth_users_file = %s\nauth_pool_mode = shared\n",
-		 e.fe.host, e.fe.port, pwfile, e.users);
+		 e.fe.user, e.fe.host, e.fe.port, pwfile, e.users);
 	e.p = proxy_start(extra);
 	cr_assert_eq(fresh_login(&e, "alice", "alice-Pw1", "admin"), 0);
 
@@ -397,7 +402,7 @@ Test(client_auth, rejected_reload_keeps_the_old_users, .timeout = 120)
 	cr_assert_eq(fresh_login(&e, "carol", "carol-Pw3", "admin"), 0);
 	cr_assert_eq(fresh_login(&e, "alice", "alice-Pw1", "admin"), 18);
 	c = login_client(&e, "carol", "carol-Pw3", "admin", NULL);
-	crud(c, "reload_ok");
+	crud(&e, c, "reload_ok");
 	mongoc_client_destroy(c);
 	env_stop(&e);
 }
@@ -487,7 +492,7 @@ Test(client_auth, brute_force_leaves_others_unaffected, .timeout = 240)
 		lat_bad[i] = ping_ms(other);
 	}
 	bad_s = (now_ms() - t0) / 1e3;
-	cr_assert_eq(raw_code(other, "{\"find\": \"c\"}", "cauth"), 0,
+	cr_assert_eq(raw_code(other, "{\"find\": \"c\"}", e.db), 0,
 		     "the other client lost its login");
 	t0 = now_ms();
 	for (int i = 0; i < N_GOOD; i++) {
@@ -530,18 +535,22 @@ Test(client_auth, brute_force_leaves_others_unaffected, .timeout = 240)
 
 /* ---- auth_query: users looked up on the backend ---------------------- */
 
-/* A command straight to FerretDB as its admin identity. */
-static void be_cmd(struct env *e, const char *db, const char *json)
+/* A command straight to FerretDB as its admin identity (printf-style json). */
+__attribute__((format(printf, 3, 4))) static void be_cmd(struct env *e, const char *db,
+							 const char *fmt, ...)
 {
-	char uri[256];
+	char uri[512], json[1024];
 	mongoc_client_t *c;
 	bson_t reply;
 	bson_error_t err;
+	va_list ap;
 
+	va_start(ap, fmt);
+	vsnprintf(json, sizeof(json), fmt, ap);
+	va_end(ap);
 	snprintf(uri, sizeof(uri),
-		 "mongodb://" BE_USER ":" BE_PASS
-		 "@%s:%d/?authSource=admin&serverSelectionTimeoutMS=5000",
-		 e->fe.host, e->fe.port);
+		 "mongodb://%s:%s@%s:%d/?authSource=admin&serverSelectionTimeoutMS=5000",
+		 e->fe.user, e->fe.password, e->fe.host, e->fe.port);
 	c = h_client_uri(uri, "cauth-admin");
 	cr_assert(h_cmd_json(c, db, json, &reply, &err), "%s on the backend: %s", json,
 		  err.message);
@@ -571,23 +580,28 @@ Test(client_auth, auth_query_logs_in_users_of_the_backend, .timeout = 120)
 {
 	struct env e;
 	const char *mechs[] = {"SCRAM-SHA-256", "SCRAM-SHA-1", NULL};
-	char who[300];
+	char who[300], carol[64], dave[64], nobody[64], want[300];
 	int fd, fds[2];
 	int64_t lookups;
 
 	env_start(&e, "auth_query = on\nauth_cache_ttl_ms = 600000\n");
+	h_unique(carol, sizeof(carol), "carol");
+	h_unique(dave, sizeof(dave), "dave");
+	h_unique(nobody, sizeof(nobody), "nobody");
 	/* Created on the backend after the proxy started; not in the users file. */
 	be_cmd(&e, "app",
-	       "{\"createUser\": \"carol\", \"pwd\": \"carol-Pw3\", \"roles\": [], "
-	       "\"mechanisms\": [\"SCRAM-SHA-1\", \"SCRAM-SHA-256\"]}");
+	       "{\"createUser\": \"%s\", \"pwd\": \"carol-Pw3\", \"roles\": [], "
+	       "\"mechanisms\": [\"SCRAM-SHA-1\", \"SCRAM-SHA-256\"]}",
+	       carol);
+	snprintf(want, sizeof(want), "app.%s", carol);
 	for (size_t i = 0; i < 3; i++) {
-		mongoc_client_t *c = login_client(&e, "carol", "carol-Pw3", "app", mechs[i]);
+		mongoc_client_t *c = login_client(&e, carol, "carol-Pw3", "app", mechs[i]);
 		char coll[64];
 
 		snprintf(coll, sizeof(coll), "aq%zu", i);
-		crud(c, coll);
+		crud(&e, c, coll);
 		h_status_user(c, who, sizeof(who));
-		cr_assert_str_eq(who, "app.carol", "%s", mechs[i] ? mechs[i] : "negotiated");
+		cr_assert_str_eq(who, want, "%s", mechs[i] ? mechs[i] : "negotiated");
 		mongoc_client_destroy(c);
 	}
 	cr_assert_eq(proxy_counter(e.p, "auth_query_lookups"), 1, "one lookup, then the cache");
@@ -597,21 +611,22 @@ Test(client_auth, auth_query_logs_in_users_of_the_backend, .timeout = 120)
 	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "alice", "alice-Pw1", "admin", true), 0);
 	close(fd); /* one user per connection (as mongod 6+) */
 	fd = raw_connect(e.p);
-	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_1, "carol", "carol-Pw3", "app", false), 0);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_1, carol, "carol-Pw3", "app", false), 0);
 	cr_assert_eq(proxy_counter(e.p, "auth_query_lookups"), 1);
 	/* Unknown on the backend: 18, logged. */
-	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "nobody", "x-Pw", "app", true), 18);
-	cr_assert(log_wait(e.p, "login failed for user \"app.nobody\": unknown user", 5000));
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, nobody, "x-Pw", "app", true), 18);
+	snprintf(want, sizeof(want), "login failed for user \"app.%s\": unknown user", nobody);
+	cr_assert(log_wait(e.p, want, 5000));
 	close(fd);
 	/* Two clients' saslStarts of one new user: one lookup between them. */
-	be_cmd(&e, "app", "{\"createUser\": \"dave\", \"pwd\": \"dave-Pw4\", \"roles\": []}");
+	be_cmd(&e, "app", "{\"createUser\": \"%s\", \"pwd\": \"dave-Pw4\", \"roles\": []}", dave);
 	lookups = proxy_counter(e.p, "auth_query_lookups");
 	for (int i = 0; i < 2; i++) {
 		struct h_buf b;
 
 		fds[i] = raw_connect(e.p);
 		cr_assert(fds[i] >= 0);
-		sasl_start_msg(&b, 500 + i, "dave", "app");
+		sasl_start_msg(&b, 500 + i, dave, "app");
 		cr_assert(raw_send(fds[i], b.data, b.len));
 		hb_free(&b);
 	}
@@ -638,29 +653,33 @@ Test(client_auth, auth_query_logs_in_users_of_the_backend, .timeout = 120)
 Test(client_auth, auth_query_refreshes_changed_and_dropped_users, .timeout = 120)
 {
 	struct env e;
+	char carol[64], want[300];
 	int fd;
 
 	env_start(&e, "auth_query = on\nauth_cache_ttl_ms = 600000\nauth_max_failures = 0\n");
-	be_cmd(&e, "app", "{\"createUser\": \"carol\", \"pwd\": \"old-Pw1\", \"roles\": []}");
+	/* Its own user: this test changes the password and drops the user. */
+	h_unique(carol, sizeof(carol), "carol");
+	be_cmd(&e, "app", "{\"createUser\": \"%s\", \"pwd\": \"old-Pw1\", \"roles\": []}", carol);
 	fd = raw_connect(e.p);
-	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "carol", "old-Pw1", "app", true), 0);
-	be_cmd(&e, "app", "{\"updateUser\": \"carol\", \"pwd\": \"new-Pw2\"}");
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, carol, "old-Pw1", "app", true), 0);
+	be_cmd(&e, "app", "{\"updateUser\": \"%s\", \"pwd\": \"new-Pw2\"}", carol);
 	/* The cached secret is the old one: the new password fails once, and
 	 * its error waits for the refreshed secret, which wins from then on. */
-	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "carol", "new-Pw2", "app", true), 18);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, carol, "new-Pw2", "app", true), 18);
 	cr_assert(
 	    log_wait(e.p, "cached secret refreshed from the backend: the user's secret", 5000));
-	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "carol", "old-Pw1", "app", true), 18,
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, carol, "old-Pw1", "app", true), 18,
 		     "the old password after the refresh");
-	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "carol", "new-Pw2", "app", true), 0);
-	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_1, "carol", "new-Pw2", "app", true), 0);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, carol, "new-Pw2", "app", true), 0);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_1, carol, "new-Pw2", "app", true), 0);
 	/* Dropped: a failed login refreshes, then the user is unknown. */
-	be_cmd(&e, "app", "{\"dropUser\": \"carol\"}");
-	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "carol", "wrong-Pw", "app", true), 18);
+	be_cmd(&e, "app", "{\"dropUser\": \"%s\"}", carol);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, carol, "wrong-Pw", "app", true), 18);
 	cr_assert(log_wait(e.p, "refreshed from the backend: the user is no longer there", 5000));
-	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "carol", "new-Pw2", "app", true), 18,
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, carol, "new-Pw2", "app", true), 18,
 		     "a dropped user logged in");
-	cr_assert(log_wait(e.p, "login failed for user \"app.carol\": unknown user", 5000));
+	snprintf(want, sizeof(want), "login failed for user \"app.%s\": unknown user", carol);
+	cr_assert(log_wait(e.p, want, 5000));
 	cr_assert_eq(proxy_counter(e.p, "auth_query_errors"), 0);
 	close(fd);
 	env_stop(&e);

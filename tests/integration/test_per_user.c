@@ -1,10 +1,12 @@
 /*
  * test_per_user.c — per-user backend pools (auth_pool_mode = per_user, the
  * default with auth_mode = scram) and max_backend_conn, against FerretDB
- * with auth on (each test starts its own through scripts/backend.sh start
- * ferretdb-auth DIR and FAILS if it cannot). Users are created with
- * createUser through a direct admin connection; the proxy finds them with
- * auth_query = on unless a test says otherwise.
+ * with auth on (the suite run's shared one, h_ferret_shared "ferretdb-auth";
+ * run by hand, each test starts its own; a test FAILS if it cannot). Users
+ * are created with createUser through a direct connection as the server's
+ * admin identity; the proxy finds them with auth_query = on unless a test
+ * says otherwise. On the shared server each test's users and its database
+ * have h_unique() names (U(e, "pua") is the test's user "pua").
  *
  * Asserts: connectionStatus through the proxy as user A is forwarded and the
  * backend names A (and B for B); those backend connections logged in as the
@@ -46,16 +48,43 @@
 #include "harness_auth.h"
 #include "pool/scram.h"
 
-#define BE_USER "pradmin"
-#define BE_PASS "Pr-admin-77"
+#define MAX_NAMES 16
 
 /* FerretDB with auth and a proxy in front, for one test. */
 struct env {
-	struct h_ferret fe; /* its directory also holds the users file */
+	struct h_ferret fe; /* its scratch directory holds the users file */
 	char users[300];
-	mongoc_client_t *admin; /* direct to the backend as BE_USER */
+	char db[64];		      /* the test's own database */
+	char tag[48];		      /* appended to its user names */
+	char names[MAX_NAMES][2][96]; /* base name, unique name */
+	int n_names;
+	const char *five[5];	/* U(e, "pu0") .. U(e, "pu4") */
+	mongoc_client_t *admin; /* direct to the backend as its admin identity */
 	struct proxy *p;
 };
+
+/* The test's unique name for its user `base` (the same for the same base). */
+static const char *U(struct env *e, const char *base)
+{
+	for (int i = 0; i < e->n_names; i++)
+		if (strcmp(e->names[i][0], base) == 0)
+			return e->names[i][1];
+	cr_assert(e->n_names < MAX_NAMES);
+	snprintf(e->names[e->n_names][0], sizeof(e->names[0][0]), "%s", base);
+	snprintf(e->names[e->n_names][1], sizeof(e->names[0][1]), "%s_%s", base, e->tag);
+	return e->names[e->n_names++][1];
+}
+
+/* "admin.<U(e, base)>" (a rotating buffer: a few may be in use at once). */
+static const char *QU(struct env *e, const char *base)
+{
+	static char buf[4][128];
+	static int slot;
+
+	slot = (slot + 1) % 4;
+	snprintf(buf[slot], sizeof(buf[slot]), "admin.%s", U(e, base));
+	return buf[slot];
+}
 
 static void sh(const char *cmd, char *out, size_t outlen, int *status)
 {
@@ -64,16 +93,19 @@ static void sh(const char *cmd, char *out, size_t outlen, int *status)
 
 static void backend_start(struct env *e)
 {
-	const char *const env[] = {"MONGOPLEX_FERRETDB_USER=" BE_USER,
-				   "MONGOPLEX_FERRETDB_PASSWORD=" BE_PASS, NULL};
-	char uri[300];
+	static const char *const five[5] = {"pu0", "pu1", "pu2", "pu3", "pu4"};
+	char uri[500];
 
 	memset(e, 0, sizeof(*e));
-	h_ferret_start(&e->fe, "ferretdb-auth", NULL, env);
-	snprintf(uri, sizeof(uri), "mongodb://" BE_USER ":" BE_PASS "@%s:%d/?authSource=admin",
-		 e->fe.host, e->fe.port);
+	h_ferret_shared(&e->fe, "ferretdb-auth");
+	snprintf(uri, sizeof(uri), "mongodb://%s:%s@%s:%d/?authSource=admin", e->fe.user,
+		 e->fe.password, e->fe.host, e->fe.port);
 	e->admin = h_client_uri(uri, "peruser-admin");
-	snprintf(e->users, sizeof(e->users), "%s/users", e->fe.dir);
+	snprintf(e->users, sizeof(e->users), "%s/users", e->fe.scratch);
+	h_unique(e->db, sizeof(e->db), "peruser");
+	h_unique(e->tag, sizeof(e->tag), "t");
+	for (int u = 0; u < 5; u++)
+		e->five[u] = U(e, five[u]);
 }
 
 /* The proxy in front: `more` adds settings (auth_query = on unless given). */
@@ -82,9 +114,10 @@ static void proxy_up(struct env *e, const char *more)
 	char extra[2048];
 
 	snprintf(extra, sizeof(extra),
-		 "backend_uri = mongodb://" BE_USER ":" BE_PASS "@%s:%d/\n"
+		 "backend_uri = mongodb://%s:%s@%s:%d/\n"
 		 "auth_mode = scram\nauth_stats_unauthenticated = on\n%s",
-		 e->fe.host, e->fe.port, more ? more : "auth_query = on\n");
+		 e->fe.user, e->fe.password, e->fe.host, e->fe.port,
+		 more ? more : "auth_query = on\n");
 	e->p = proxy_start(extra);
 }
 
@@ -122,8 +155,8 @@ static mongoc_client_t *login_client(struct env *e, const char *user, const char
 	return h_client_uri(uri, "peruser");
 }
 
-/* Insert {_id: id, who: who} into peruser.<coll>; false + err on failure. */
-static bool insert_doc(mongoc_client_t *c, const char *coll, int id, const char *who,
+/* Insert {_id: id, who: who} into <e->db>.<coll>; false + err on failure. */
+static bool insert_doc(struct env *e, mongoc_client_t *c, const char *coll, int id, const char *who,
 		       bson_error_t *err)
 {
 	char json[300];
@@ -133,7 +166,7 @@ static bool insert_doc(mongoc_client_t *c, const char *coll, int id, const char 
 	snprintf(json, sizeof(json),
 		 "{\"insert\": \"%s\", \"documents\": [{\"_id\": %d, \"who\": \"%s\"}]}", coll, id,
 		 who);
-	ok = h_cmd_json(c, "peruser", json, &reply, err);
+	ok = h_cmd_json(c, e->db, json, &reply, err);
 	bson_destroy(&reply);
 	return ok;
 }
@@ -155,11 +188,11 @@ Test(per_user, connection_status_is_the_backends_view, .timeout = 120)
 	int64_t local0, local1, per_call, logins0;
 
 	backend_start(&e);
-	create_user(&e, "pua", "pua-Pw1");
-	create_user(&e, "pub", "pub-Pw2");
+	create_user(&e, U(&e, "pua"), "pua-Pw1");
+	create_user(&e, U(&e, "pub"), "pub-Pw2");
 	proxy_up(&e, NULL);
-	a = login_client(&e, "pua", "pua-Pw1", "SCRAM-SHA-256");
-	b = login_client(&e, "pub", "pub-Pw2", "SCRAM-SHA-1");
+	a = login_client(&e, U(&e, "pua"), "pua-Pw1", "SCRAM-SHA-256");
+	b = login_client(&e, U(&e, "pub"), "pub-Pw2", "SCRAM-SHA-1");
 	ping_ok(a); /* connected and logged in before the counts below */
 	ping_ok(b);
 	/* What one stats read itself adds to requests_local (its hello, the stats). */
@@ -169,9 +202,9 @@ Test(per_user, connection_status_is_the_backends_view, .timeout = 120)
 	logins0 = proxy_counter(e.p, "user_backend_logins");
 	cr_assert_geq(logins0, 0, "no user_backend_logins counter: per-user pools missing");
 	h_status_user(a, who, sizeof(who));
-	cr_assert_str_eq(who, "admin.pua");
+	cr_assert_str_eq(who, QU(&e, "pua"));
 	h_status_user(b, who, sizeof(who));
-	cr_assert_str_eq(who, "admin.pub");
+	cr_assert_str_eq(who, QU(&e, "pub"));
 	/* Forwarded, not answered by the proxy: the two connectionStatus did not
 	 * add to requests_local (two stats reads did: 2 * per_call). */
 	local0 = proxy_counter(e.p, "requests_local");
@@ -228,35 +261,37 @@ Test(per_user, users_file_secret_must_carry_the_backends_salt, .timeout = 120)
 	int st;
 
 	backend_start(&e);
-	create_user(&e, "puown", "puown-Pw3");
-	create_user(&e, "pucopy", "pucopy-Pw4");
+	create_user(&e, U(&e, "puown"), "puown-Pw3");
+	create_user(&e, U(&e, "pucopy"), "pucopy-Pw4");
 	/* puown: a --scram-secret line (the proxy's own salt); pucopy: copied. */
 	snprintf(cmd, sizeof(cmd),
-		 "printf '%%s\\n' 'puown-Pw3' | %s --scram-secret admin.puown > %s 2>/dev/null",
-		 h_proxy_binary(), e.users);
+		 "printf '%%s\\n' 'puown-Pw3' | %s --scram-secret %s > %s 2>/dev/null",
+		 h_proxy_binary(), QU(&e, "puown"), e.users);
 	sh(cmd, out, sizeof(out), &st);
 	cr_assert_eq(st, 0, "--scram-secret failed: %s", out);
 	f = fopen(e.users, "a");
 	cr_assert(f != NULL);
-	copy_user_line(&e, "pucopy", f);
+	copy_user_line(&e, U(&e, "pucopy"), f);
 	fclose(f);
 	chmod(e.users, 0600);
 	snprintf(extra, sizeof(extra), "auth_users_file = %s\n", e.users);
 	proxy_up(&e, extra);
 
-	copied = login_client(&e, "pucopy", "pucopy-Pw4", "SCRAM-SHA-256");
-	cr_assert(insert_doc(copied, "files", 1, "pucopy", &err), "copied line: %s", err.message);
+	copied = login_client(&e, U(&e, "pucopy"), "pucopy-Pw4", "SCRAM-SHA-256");
+	cr_assert(insert_doc(&e, copied, "files", 1, U(&e, "pucopy"), &err), "copied line: %s",
+		  err.message);
 	h_status_user(copied, out, sizeof(out));
-	cr_assert_str_eq(out, "admin.pucopy");
+	cr_assert_str_eq(out, QU(&e, "pucopy"));
 
-	own = login_client(&e, "puown", "puown-Pw3", "SCRAM-SHA-256");
-	cr_assert(!insert_doc(own, "files", 2, "puown", &err),
+	own = login_client(&e, U(&e, "puown"), "puown-Pw3", "SCRAM-SHA-256");
+	cr_assert(!insert_doc(&e, own, "files", 2, U(&e, "puown"), &err),
 		  "a secret with the proxy's own salt ran on the backend: not as the user");
 	cr_assert_eq(err.code, 18, "code %u: %s", err.code, err.message);
 	cr_assert(strstr(err.message, "salt and iteration count") != NULL, "%s", err.message);
-	cr_assert(strstr(err.message, "admin.puown") != NULL, "%s", err.message);
-	cr_assert(log_contains(e.p, "backend login as the client's own user \"admin.puown\""), "%s",
-		  proxy_log_tail(e.p, 3000));
+	cr_assert(strstr(err.message, QU(&e, "puown")) != NULL, "%s", err.message);
+	snprintf(cmd, sizeof(cmd), "backend login as the client's own user \"%s\"",
+		 QU(&e, "puown"));
+	cr_assert(log_contains(e.p, cmd), "%s", proxy_log_tail(e.p, 3000));
 	cr_assert_geq(proxy_counter(e.p, "user_backend_login_failures"), 1);
 	mongoc_client_destroy(own);
 	mongoc_client_destroy(copied);
@@ -289,7 +324,7 @@ static void *look_thread(void *arg)
 
 		snprintf(json, sizeof(json), "{\"find\": \"shared\", \"filter\": {\"_id\": %d}}",
 			 id);
-		if (!h_cmd_json(c, "peruser", json, &reply, &err)) {
+		if (!h_cmd_json(c, l->e->db, json, &reply, &err)) {
 			if (l->errs++ == 0)
 				snprintf(l->first_err, sizeof(l->first_err), "%s", err.message);
 		} else {
@@ -332,18 +367,17 @@ static double run_lookups(struct env *e, int n_users, int threads, int iters, co
 	return (double)(n_users * threads * iters) * 1000.0 / (double)(dt > 0 ? dt : 1);
 }
 
-static const char *five_users[5] = {"pu0", "pu1", "pu2", "pu3", "pu4"};
 static const char *five_pws[5] = {"pu0-Pw", "pu1-Pw", "pu2-Pw", "pu3-Pw", "pu4-Pw"};
 
-/* Users pu0..pu<n-1> and documents {_id: u*100+k, who: pu<u>} in peruser.shared. */
+/* Users pu0..pu<n-1> and documents {_id: u*100+k, who: pu<u>} in <e->db>.shared. */
 static void make_users_and_docs(struct env *e, int n)
 {
 	bson_error_t err;
 
 	for (int u = 0; u < n; u++) {
-		create_user(e, five_users[u], five_pws[u]);
+		create_user(e, e->five[u], five_pws[u]);
 		for (int k = 0; k < 10; k++)
-			cr_assert(insert_doc(e->admin, "shared", u * 100 + k, five_users[u], &err),
+			cr_assert(insert_doc(e, e->admin, "shared", u * 100 + k, e->five[u], &err),
 				  "%s", err.message);
 	}
 }
@@ -357,7 +391,7 @@ Test(per_user, two_users_lookups_never_merged, .timeout = 180)
 	make_users_and_docs(&e, 2);
 	/* A long batching window: lookups of one namespace would share a query. */
 	proxy_up(&e, "auth_query = on\nbatch_max_wait_us = 20000\n");
-	run_lookups(&e, 2, 4, 40, five_users, five_pws);
+	run_lookups(&e, 2, 4, 40, e.five, five_pws);
 	sep = proxy_counter(e.p, "batch_user_separate");
 	merged = proxy_counter(e.p, "batch_lookups_merged");
 	cr_log_info("two users, 4 threads each: batch_user_separate %" PRId64
@@ -375,14 +409,15 @@ Test(per_user, two_users_lookups_never_merged, .timeout = 180)
 
 /* One round: a find on each of the n logged-in connections, all sent before
  * any reply is read, so the proxy holds them all at once; failures counted. */
-static int find_round(const int *fds, int n, int round, char *first_err, size_t errlen)
+static int find_round(struct env *e, const int *fds, int n, int round, char *first_err,
+		      size_t errlen)
 {
 	int fails = 0;
 
 	for (int i = 0; i < n; i++) {
 		struct h_buf b;
 		bson_t *cmd = BCON_NEW("find", "shared", "filter", "{", "_id",
-				       BCON_INT32((i % 5) * 100 + round), "}", "$db", "peruser");
+				       BCON_INT32((i % 5) * 100 + round), "}", "$db", e->db);
 
 		hb_init(&b);
 		h_build_msg(&b, 100000 + i, 0, cmd);
@@ -399,14 +434,13 @@ static int find_round(const int *fds, int n, int round, char *first_err, size_t 
 
 		if (st == RAW_OK && raw_parse_reply(msg, len, &r) && r.have_doc)
 			who = h_get_str(&r.doc, "cursor.firstBatch.0.who");
-		if (who == NULL || strcmp(who, five_users[i % 5]) != 0) {
+		if (who == NULL || strcmp(who, e->five[i % 5]) != 0) {
 			if (fails++ == 0)
-				snprintf(first_err, errlen, "connection %d (%s): %s", i,
-					 five_users[i % 5],
-					 st != RAW_OK ? raw_status_name(st)
-					 : r.have_doc
-					     ? h_get_str(&r.doc, "errmsg") ?: "wrong document"
-					     : "no document");
+				snprintf(
+				    first_err, errlen, "connection %d (%s): %s", i, e->five[i % 5],
+				    st != RAW_OK ? raw_status_name(st)
+				    : r.have_doc ? h_get_str(&r.doc, "errmsg") ?: "wrong document"
+						 : "no document");
 		}
 		free(msg);
 	}
@@ -427,12 +461,12 @@ Test(per_user, five_hundred_clients_of_five_users_under_max_backend_conn, .timeo
 		     "max_client_conn = 1000\nqueue_timeout_ms = 60000\nbatching = off\n");
 	for (int i = 0; i < 500; i++) {
 		fds[i] = raw_connect(e.p);
-		cr_assert_eq(h_raw_scram_login(fds[i], SCRAM_SHA_256, five_users[i % 5],
+		cr_assert_eq(h_raw_scram_login(fds[i], SCRAM_SHA_256, e.five[i % 5],
 					       five_pws[i % 5], "admin", true),
-			     0, "login %d (%s)", i, five_users[i % 5]);
+			     0, "login %d (%s)", i, e.five[i % 5]);
 	}
 	for (int round = 0; round < 3; round++)
-		fails += find_round(fds, 500, round, first_err, sizeof(first_err));
+		fails += find_round(&e, fds, 500, round, first_err, sizeof(first_err));
 	cr_assert_eq(fails, 0, "%d of 1500 finds failed, first: %s", fails, first_err);
 	peak = proxy_counter(e.p, "backend_conn_peak");
 	evict = proxy_counter(e.p, "backend_conn_cap_evictions");
@@ -457,15 +491,15 @@ Test(per_user, wrong_password_and_unknown_user_get_18, .timeout = 120)
 	bson_error_t err;
 
 	backend_start(&e);
-	create_user(&e, "puw", "puw-Pw5");
+	create_user(&e, U(&e, "puw"), "puw-Pw5");
 	proxy_up(&e, NULL);
-	c = login_client(&e, "puw", "not-the-password", NULL);
+	c = login_client(&e, U(&e, "puw"), "not-the-password", NULL);
 	cr_assert(!h_cmd_json(c, "admin", "{\"ping\": 1}", &reply, &err));
 	cr_assert(strstr(err.message, "Authentication failed") != NULL, "%u %s", err.code,
 		  err.message);
 	bson_destroy(&reply);
 	mongoc_client_destroy(c);
-	c = login_client(&e, "nobody", "whatever", NULL);
+	c = login_client(&e, U(&e, "nobody"), "whatever", NULL);
 	cr_assert(!h_cmd_json(c, "admin", "{\"ping\": 1}", &reply, &err));
 	cr_assert(strstr(err.message, "Authentication failed") != NULL, "%u %s", err.code,
 		  err.message);
@@ -489,19 +523,19 @@ Test(per_user, shared_mode_as_before, .timeout = 120)
 	/* A users-file user that does not exist on the backend: shared mode runs
 	 * it on the proxy's identity, as before per-user pools. */
 	snprintf(cmd, sizeof(cmd),
-		 "printf '%%s\\n' 'pushared-Pw6' | %s --scram-secret admin.pushared > %s "
+		 "printf '%%s\\n' 'pushared-Pw6' | %s --scram-secret %s > %s "
 		 "2>/dev/null",
-		 h_proxy_binary(), e.users);
+		 h_proxy_binary(), QU(&e, "pushared"), e.users);
 	sh(cmd, out, sizeof(out), &st);
 	cr_assert_eq(st, 0, "--scram-secret failed: %s", out);
 	chmod(e.users, 0600);
 	snprintf(extra, sizeof(extra), "auth_users_file = %s\nauth_pool_mode = shared\n", e.users);
 	proxy_up(&e, extra);
-	c = login_client(&e, "pushared", "pushared-Pw6", NULL);
-	cr_assert(insert_doc(c, "sharedmode", 1, "pushared", &err), "%s", err.message);
+	c = login_client(&e, U(&e, "pushared"), "pushared-Pw6", NULL);
+	cr_assert(insert_doc(&e, c, "sharedmode", 1, U(&e, "pushared"), &err), "%s", err.message);
 	local0 = proxy_counter(e.p, "requests_local");
 	h_status_user(c, who, sizeof(who));
-	cr_assert_str_eq(who, "admin.pushared", "shared mode: the proxy answers with the client");
+	cr_assert_str_eq(who, QU(&e, "pushared"), "shared mode: the proxy answers with the client");
 	cr_assert_geq(proxy_counter(e.p, "requests_local") - local0, 1, "not answered locally");
 	cr_assert_eq(proxy_counter(e.p, "user_pools_created"), 0);
 	cr_assert_eq(proxy_counter(e.p, "user_backend_logins"), 0);
@@ -524,9 +558,9 @@ static void *login_loop(void *arg)
 	bson_error_t err;
 
 	for (int i = 0; i < l->n; i++) {
-		mongoc_client_t *c = login_client(l->e, five_users[i % 5], five_pws[i % 5], NULL);
+		mongoc_client_t *c = login_client(l->e, l->e->five[i % 5], five_pws[i % 5], NULL);
 
-		if (!h_cmd_json(c, "peruser", "{\"find\": \"shared\", \"filter\": {\"_id\": 0}}",
+		if (!h_cmd_json(c, l->e->db, "{\"find\": \"shared\", \"filter\": {\"_id\": 0}}",
 				&reply, &err))
 			l->fails++;
 		bson_destroy(&reply);
@@ -562,7 +596,7 @@ static void measure(const char *mode, double *logins, double *lookups)
 		cr_assert_eq(la[i].fails, 0, "%s: failed logins", mode);
 	}
 	*logins = 20.0 * 1000.0 / (double)(h_now_ms() - t0 > 0 ? h_now_ms() - t0 : 1);
-	*lookups = run_lookups(&e, 5, 10, 10, five_users, five_pws);
+	*lookups = run_lookups(&e, 5, 10, 10, e.five, five_pws);
 	env_stop(&e);
 }
 
@@ -584,13 +618,13 @@ Test(per_user, figures_per_user_vs_shared, .timeout = 900)
 /* ------------------------------------------------------------ cursors */
 
 /* A command on a raw connection: its reply in *reply (caller destroys). */
-static void raw_json(int fd, const char *json, bson_t *reply)
+static void raw_json(struct env *e, int fd, const char *json, bson_t *reply)
 {
 	bson_error_t berr;
 	bson_t *cmd = bson_new_from_json((const uint8_t *)json, -1, &berr);
 
 	cr_assert(cmd != NULL, "%s", berr.message);
-	BSON_APPEND_UTF8(cmd, "$db", "peruser");
+	BSON_APPEND_UTF8(cmd, "$db", e->db);
 	cr_assert(raw_command(fd, 77, cmd, reply, 10000), "%s: no reply", json);
 	bson_destroy(cmd);
 }
@@ -605,25 +639,27 @@ Test(per_user, cursor_of_one_user_unknown_to_the_next, .timeout = 120)
 	int fd;
 
 	backend_start(&e);
-	create_user(&e, "pca", "pca-Pw7");
-	create_user(&e, "pcb", "pcb-Pw8");
+	create_user(&e, U(&e, "pca"), "pca-Pw7");
+	create_user(&e, U(&e, "pcb"), "pcb-Pw8");
 	for (int i = 0; i < 3; i++)
-		cr_assert(insert_doc(e.admin, "cur", i, "pca", &err), "%s", err.message);
+		cr_assert(insert_doc(&e, e.admin, "cur", i, U(&e, "pca"), &err), "%s", err.message);
 	proxy_up(&e, NULL);
 	fd = raw_connect(e.p);
-	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "pca", "pca-Pw7", "admin", true), 0);
-	raw_json(fd, "{\"find\": \"cur\", \"batchSize\": 1}", &reply);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, U(&e, "pca"), "pca-Pw7", "admin", true),
+		     0);
+	raw_json(&e, fd, "{\"find\": \"cur\", \"batchSize\": 1}", &reply);
 	id = h_get_int(&reply, "cursor.id", 0);
 	bson_destroy(&reply);
 	cr_assert_neq(id, 0, "no cursor left open");
-	raw_json(fd, "{\"logout\": 1}", &reply);
+	raw_json(&e, fd, "{\"logout\": 1}", &reply);
 	bson_destroy(&reply);
-	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "pcb", "pcb-Pw8", "admin", true), 0);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, U(&e, "pcb"), "pcb-Pw8", "admin", true),
+		     0);
 	snprintf(json, sizeof(json),
 		 "{\"getMore\": {\"$numberLong\": \"%" PRId64 "\"}, "
 		 "\"collection\": \"cur\"}",
 		 id);
-	raw_json(fd, json, &reply);
+	raw_json(&e, fd, json, &reply);
 	cr_assert(!h_get_bool(&reply, "ok"), "user pcb continued pca's cursor");
 	cr_assert_eq(h_get_int(&reply, "code", -1), 43, "code %" PRId64,
 		     h_get_int(&reply, "code", -1));
@@ -634,8 +670,8 @@ Test(per_user, cursor_of_one_user_unknown_to_the_next, .timeout = 120)
 
 /* ------------------------------------------------------------ mechanisms */
 
-/* The documents of peruser.<coll> c sees (a count command). */
-static int64_t count_docs(mongoc_client_t *c, const char *coll)
+/* The documents of <e->db>.<coll> c sees (a count command). */
+static int64_t count_docs(struct env *e, mongoc_client_t *c, const char *coll)
 {
 	char json[200];
 	bson_t reply;
@@ -643,7 +679,7 @@ static int64_t count_docs(mongoc_client_t *c, const char *coll)
 	int64_t n;
 
 	snprintf(json, sizeof(json), "{\"count\": \"%s\"}", coll);
-	cr_assert(h_cmd_json(c, "peruser", json, &reply, &err), "count: %s", err.message);
+	cr_assert(h_cmd_json(c, e->db, json, &reply, &err), "count: %s", err.message);
 	n = h_get_int(&reply, "n", -1);
 	bson_destroy(&reply);
 	return n;
@@ -665,19 +701,20 @@ Test(per_user, libmongoc_and_raw_logins_with_sha256_and_sha1, .timeout = 150)
 	char who[300];
 
 	backend_start(&e);
-	create_user(&e, "pum", "pum-Pw9");
+	create_user(&e, U(&e, "pum"), "pum-Pw9");
 	proxy_up(&e, NULL);
 	cr_assert_geq(proxy_counter(e.p, "user_backend_logins"), 0,
 		      "no user_backend_logins counter: per-user pools missing");
 	for (int i = 0; i < 3; i++) {
 		const char *name = mechs[i] ? mechs[i] : "negotiated";
 		int64_t spec0 = proxy_counter(e.p, "client_auth_speculative");
-		mongoc_client_t *c = login_client(&e, "pum", "pum-Pw9", mechs[i]);
+		mongoc_client_t *c = login_client(&e, U(&e, "pum"), "pum-Pw9", mechs[i]);
 
-		cr_assert(insert_doc(c, "mechs", i, "pum", &err), "%s: %s", name, err.message);
-		cr_assert_eq(count_docs(c, "mechs"), i + 1, "%s", name);
+		cr_assert(insert_doc(&e, c, "mechs", i, U(&e, "pum"), &err), "%s: %s", name,
+			  err.message);
+		cr_assert_eq(count_docs(&e, c, "mechs"), i + 1, "%s", name);
 		h_status_user(c, who, sizeof(who));
-		cr_assert_str_eq(who, "admin.pum", "%s", name);
+		cr_assert_str_eq(who, QU(&e, "pum"), "%s", name);
 		mongoc_client_destroy(c);
 		/* The first login waits for the auth_query lookup: the driver's
 		 * own saslStart, not speculative; the cached ones ride in the hello. */
@@ -691,17 +728,18 @@ Test(per_user, libmongoc_and_raw_logins_with_sha256_and_sha1, .timeout = 150)
 		int fd = raw_connect(e.p);
 		const char *u;
 
-		cr_assert_eq(h_raw_scram_login(fd, raw_mechs[i], "pum", "pum-Pw9", "admin", true),
-			     0, "raw %s", name);
+		cr_assert_eq(
+		    h_raw_scram_login(fd, raw_mechs[i], U(&e, "pum"), "pum-Pw9", "admin", true), 0,
+		    "raw %s", name);
 		snprintf(json, sizeof(json),
 			 "{\"insert\": \"mechs\", \"documents\": [{\"_id\": %d}]}", 10 + i);
-		raw_json(fd, json, &reply);
+		raw_json(&e, fd, json, &reply);
 		cr_assert_eq(h_get_int(&reply, "n", -1), 1, "raw %s: insert", name);
 		bson_destroy(&reply);
-		raw_json(fd, "{\"connectionStatus\": 1}", &reply);
+		raw_json(&e, fd, "{\"connectionStatus\": 1}", &reply);
 		u = h_get_str(&reply, "authInfo.authenticatedUsers.0.user");
-		cr_assert(u != NULL && strcmp(u, "pum") == 0, "raw %s: connectionStatus names %s",
-			  name, u ? u : "nobody");
+		cr_assert(u != NULL && strcmp(u, U(&e, "pum")) == 0,
+			  "raw %s: connectionStatus names %s", name, u ? u : "nobody");
 		bson_destroy(&reply);
 		close(fd);
 	}
@@ -713,8 +751,8 @@ Test(per_user, libmongoc_and_raw_logins_with_sha256_and_sha1, .timeout = 150)
 
 /* ----------------------------------------------- a change of user (issue 20) */
 
-/* A getMore of one document for cursor `id` of peruser.cur on fd. */
-static void getmore_one(int fd, int64_t id, bson_t *reply)
+/* A getMore of one document for cursor `id` of <e->db>.cur on fd. */
+static void getmore_one(struct env *e, int fd, int64_t id, bson_t *reply)
 {
 	char json[200];
 
@@ -722,7 +760,7 @@ static void getmore_one(int fd, int64_t id, bson_t *reply)
 		 "{\"getMore\": {\"$numberLong\": \"%" PRId64 "\"}, \"collection\": \"cur\", "
 		 "\"batchSize\": 1}",
 		 id);
-	raw_json(fd, json, reply);
+	raw_json(e, fd, json, reply);
 }
 
 /* A raw connection straight to the backend, logged in as user/pw. */
@@ -738,13 +776,13 @@ static int backend_login(struct env *e, const char *user, const char *pw)
 
 /* The probe (a direct connection as the cursor's backend owner) sees the
  * cursor alive (alive) or, within a bounded wait, gone with 43. */
-static void probe_cursor(int probe, int64_t id, bool alive, const char *mode)
+static void probe_cursor(struct env *e, int probe, int64_t id, bool alive, const char *mode)
 {
 	bson_t reply = BSON_INITIALIZER;
 
 	for (int64_t end = h_now_ms() + 15000; h_now_ms() < end; h_sleep_ms(100)) {
 		bson_destroy(&reply);
-		getmore_one(probe, id, &reply);
+		getmore_one(e, probe, id, &reply);
 		if (alive || h_get_int(&reply, "code", 0) == 43)
 			break;
 	}
@@ -773,14 +811,15 @@ static void user_change(struct env *e, const char *mode)
 	snprintf(more, sizeof(more), "auth_query = on\nauth_pool_mode = %s\n", mode);
 	proxy_up(e, more);
 	fd = raw_connect(e->p);
-	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "pca", "pca-Pw7", "admin", true), 0);
-	raw_json(fd, "{\"find\": \"cur\", \"batchSize\": 1}", &reply);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, U(e, "pca"), "pca-Pw7", "admin", true),
+		     0);
+	raw_json(e, fd, "{\"find\": \"cur\", \"batchSize\": 1}", &reply);
 	id = h_get_int(&reply, "cursor.id", 0);
 	bson_destroy(&reply);
 	cr_assert_neq(id, 0, "%s: no cursor left open", mode);
 	/* Session-wide commands: refused on the shared identity, the backend's
 	 * to judge with per_user pools (issue 20, "Also"). */
-	raw_json(fd, "{\"currentOp\": 1}", &reply);
+	raw_json(e, fd, "{\"currentOp\": 1}", &reply);
 	cr_assert_eq(h_get_str(&reply, "errmsg") != NULL &&
 			 strstr(h_get_str(&reply, "errmsg"), "one shared identity") != NULL,
 		     shared, "%s: currentOp %s by the proxy", mode,
@@ -788,24 +827,26 @@ static void user_change(struct env *e, const char *mode)
 	if (shared)
 		cr_assert_eq(h_get_int(&reply, "code", -1), 13);
 	bson_destroy(&reply);
-	probe = shared ? backend_login(e, BE_USER, BE_PASS) : backend_login(e, "pca", "pca-Pw7");
-	probe_cursor(probe, id, true, mode);
+	probe = shared ? backend_login(e, e->fe.user, e->fe.password)
+		       : backend_login(e, U(e, "pca"), "pca-Pw7");
+	probe_cursor(e, probe, id, true, mode);
 
-	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "pcb", "pcb-Pw8", "admin", true), 5626701,
-		     "%s: a second user logged in on a logged-in connection", mode);
-	getmore_one(fd, id, &reply);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, U(e, "pcb"), "pcb-Pw8", "admin", true),
+		     5626701, "%s: a second user logged in on a logged-in connection", mode);
+	getmore_one(e, fd, id, &reply);
 	cr_assert(h_get_bool(&reply, "ok"), "%s: the refused login cost pca its cursor", mode);
 	bson_destroy(&reply);
 
-	raw_json(fd, "{\"logout\": 1}", &reply);
+	raw_json(e, fd, "{\"logout\": 1}", &reply);
 	bson_destroy(&reply);
-	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, "pcb", "pcb-Pw8", "admin", true), 0);
-	getmore_one(fd, id, &reply);
+	cr_assert_eq(h_raw_scram_login(fd, SCRAM_SHA_256, U(e, "pcb"), "pcb-Pw8", "admin", true),
+		     0);
+	getmore_one(e, fd, id, &reply);
 	cr_assert(!h_get_bool(&reply, "ok"), "%s: user pcb continued pca's cursor", mode);
 	cr_assert_eq(h_get_int(&reply, "code", -1), 43, "%s: code %" PRId64, mode,
 		     h_get_int(&reply, "code", -1));
 	bson_destroy(&reply);
-	probe_cursor(probe, id, false, mode);
+	probe_cursor(e, probe, id, false, mode);
 	cr_assert(log_contains(e->p, "its user logged out or logged in again with 1 open cursors"),
 		  "%s: the kill is not logged", mode);
 	close(probe);
@@ -820,10 +861,10 @@ Test(per_user, cursor_killed_when_the_user_changes_in_both_modes, .timeout = 180
 	bson_error_t err;
 
 	backend_start(&e);
-	create_user(&e, "pca", "pca-Pw7");
-	create_user(&e, "pcb", "pcb-Pw8");
+	create_user(&e, U(&e, "pca"), "pca-Pw7");
+	create_user(&e, U(&e, "pcb"), "pcb-Pw8");
 	for (int i = 0; i < 20; i++)
-		cr_assert(insert_doc(e.admin, "cur", i, "pca", &err), "%s", err.message);
+		cr_assert(insert_doc(&e, e.admin, "cur", i, U(&e, "pca"), &err), "%s", err.message);
 	user_change(&e, "shared");
 	user_change(&e, "per_user");
 	env_stop(&e);

@@ -25,7 +25,8 @@
 #define MP_SOURCE_DIR "."
 #endif
 
-/* A FerretDB replica set of one ("rs0"), for one test. */
+/* A FerretDB replica set of one ("rs0"), for one test: its own, not a shared
+ * server (h_ferret_shared): a replica set (the only test that uses one). */
 static void frs_start(struct h_ferret *f)
 {
 	h_ferret_start(f, "ferretdb-rs", NULL, NULL);

@@ -91,7 +91,8 @@ static void drop_certs(void)
 /* ------------------------------------------------------ FerretDB with TLS */
 
 /* A FerretDB with TLS (and SCRAM) serving `cert`, in this test's certificate
- * directory (drop_certs stops it even after a failed assertion). */
+ * directory (drop_certs stops it even after a failed assertion). Its own, not
+ * the shared one (h_ferret_shared): it serves this test's throwaway certificates. */
 static void fer_start(struct h_ferret *fe, const char *cert, const char *key)
 {
 	char dir[300], e_cert[400], e_key[400], e_ca[400], e_client[400];

@@ -22,14 +22,34 @@ time) is written to DIR/integration-PART.xml; scripts/test.sh prints the
 slowest tests from it.
 
 A part with no test to run (every test filtered away) is an error, not a pass.
+
+Shared FerretDB (issue 21): the tests that need a FerretDB beside the suite's
+backend but not one of their own share one server per kind per run
+(h_ferret_shared in tests/integration/harness_ferret.c). This script makes the
+directory for them and exports it as MONGOPLEX_SHARED_FERRETDB_DIR with the
+admin identity of the auth kinds (MONGOPLEX_SHARED_FERRETDB_USER / _PASSWORD,
+the password new each run); the first test that asks for a kind starts it
+(scripts/backend.sh start KIND DIR/KIND, under a lock), the others use it.
+The criterion binary runs as this script's child, and afterwards every server
+started there is stopped and the directory removed: after a pass, a failure,
+a signal (SIGINT, SIGTERM, SIGHUP: passed on to the criterion run first), the
+hang guard (MONGOPLEX_INTEG_TIMEOUT seconds, default 2300, below ctest's
+TIMEOUT 2400: the criterion run is killed), and, by a detached watchdog that
+waits for this script to go away, even when it is SIGKILLed. Opt-out:
+MONGOPLEX_SHARED_FERRETDB=0 (every such test starts its own, as before).
 """
 import fnmatch
 import os
+import secrets
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERIAL_FILE = os.path.join(HERE, "..", "integration", "SERIAL")
+BACKEND_SH = os.path.join(HERE, "..", "..", "scripts", "backend.sh")
 
 
 def serial_patterns():
@@ -79,6 +99,89 @@ def filter_for(chosen, tests):
     return pattern
 
 
+def stop_shared(root):
+    """Stop every server started under root (backend.sh stop DIR), remove root."""
+    if not os.path.isdir(root):
+        return
+    for name in sorted(os.listdir(root)):
+        d = os.path.join(root, name)
+        if os.path.isfile(os.path.join(d, "pid")):
+            subprocess.run([BACKEND_SH, "stop", d], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           check=False, timeout=60)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def start_watchdog(root):
+    """A detached process that cleans root up once this one is gone, however
+    it went (ctest's timeout SIGKILLs the process tree it knows: this one is
+    not in it). Returns the pipe end whose closing (our exit) wakes it."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            if os.fork() == 0:
+                os.close(w)
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(null, fd)
+                while os.read(r, 1):
+                    pass
+                # We were killed: the criterion run goes too, then its servers.
+                try:
+                    with open(os.path.join(root, "criterion.pgid"), encoding="ascii") as f:
+                        os.killpg(int(f.read()), signal.SIGKILL)
+                except (OSError, ValueError):
+                    pass
+                stop_shared(root)
+        finally:
+            os._exit(0)
+    os.close(r)
+    os.waitpid(pid, 0)
+    return w
+
+
+def run_child(args, env, timeout, root):
+    """Run the criterion binary (its own process group, recorded in
+    root/criterion.pgid for the watchdog); returns its exit code. A signal to
+    us goes to its group; so does the kill of the hang guard."""
+    child = subprocess.Popen(args, env=env, start_new_session=True)
+    got = []
+    if root:
+        with open(os.path.join(root, "criterion.pgid"), "w", encoding="ascii") as f:
+            f.write(str(child.pid))
+
+    def forward(signum, _frame):
+        got.append(signum)
+        try:
+            os.killpg(child.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, forward)
+    try:
+        rc = child.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        print(f"run-integration: the criterion run passed {timeout} s "
+              "(MONGOPLEX_INTEG_TIMEOUT): killed", flush=True)
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        child.wait()
+        return 1
+    if got:
+        # The workers may outlive criterion's own exit on a signal.
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        return 128 + got[0]
+    return rc if rc >= 0 else 128 - rc
+
+
 def main():
     if len(sys.argv) != 3 or sys.argv[2] not in ("parallel", "serial"):
         sys.exit("usage: run-integration.py BINARY parallel|serial")
@@ -106,8 +209,31 @@ def main():
     if report:
         os.makedirs(report, exist_ok=True)
         args.append(f"--xml={os.path.join(report, 'integration-' + part + '.xml')}")
-    print(f"run-integration: {part}: {len(chosen)} of {len(tests)} tests, {jobs} job(s)", flush=True)
-    os.execv(binary, args)
+    env = dict(os.environ)
+    root = None
+    if env.get("MONGOPLEX_SHARED_FERRETDB", "1") != "0":
+        # Short: the tests' users and password files under it go into config lines.
+        root = tempfile.mkdtemp(prefix="mpsh-")
+        env["MONGOPLEX_SHARED_FERRETDB_DIR"] = root
+        env["MONGOPLEX_SHARED_FERRETDB_USER"] = "mpshared"
+        env["MONGOPLEX_SHARED_FERRETDB_PASSWORD"] = "Sh-" + secrets.token_hex(8)
+        watchdog = start_watchdog(root)
+    else:
+        env.pop("MONGOPLEX_SHARED_FERRETDB_DIR", None)
+    print(f"run-integration: {part}: {len(chosen)} of {len(tests)} tests, {jobs} job(s)"
+          f"{', shared FerretDB under ' + root if root else ''}", flush=True)
+    timeout = float(os.environ.get("MONGOPLEX_INTEG_TIMEOUT") or 2300)
+    try:
+        rc = run_child(args, env, timeout, root)
+    finally:
+        if root:
+            started = sorted(d for d in os.listdir(root)
+                             if os.path.isfile(os.path.join(root, d, "uri")))
+            stop_shared(root)
+            print(f"run-integration: shared FerretDB started: {', '.join(started) or 'none'};"
+                  " stopped", flush=True)
+            os.close(watchdog)
+    sys.exit(rc)
 
 
 if __name__ == "__main__":
