@@ -1,8 +1,7 @@
 /*
  * sessionwide.c — the refusal of session-wide commands through a shared
- * backend identity (see sessionwide.h). The pipeline walk is iterative (an
- * explicit stack over the validated body), so nesting cannot exhaust the
- * process stack.
+ * backend identity (see sessionwide.h); what counts as session-wide is
+ * sessionwide_scan.c's.
  */
 #include "proxy/sessionwide.h"
 
@@ -10,71 +9,16 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/bsonval.h"
 #include "core/errors.h"
 #include "core/request.h"
 #include "core/stats.h"
 #include "pool/pool_users.h"
 #include "proxy/cauth.h"
 
-/* Command names (matched in any case: some servers do). */
-static const char *const commands[] = {"killAllSessions", "killAllSessionsByPattern",
-				       "killSessions", "currentOp", NULL};
-
-/* Aggregation stages. */
-static const char *const stages[] = {"$currentOp", "$listSessions", "$listLocalSessions", NULL};
-
-static const char *in_list(const char *const *list, const char *name)
-{
-	for (size_t i = 0; list[i] != NULL; i++)
-		if (strcasecmp(list[i], name) == 0)
-			return list[i];
-	return NULL;
-}
-
-/* The first key anywhere inside the array `pipeline` (validated bytes) that
- * names one of the stages; NULL if none. No stage or operator spells a field
- * name with a leading '$', so a key match is a stage. A pipeline nested
- * deeper than the stack (the body's depth was bounded by wire.c) is treated
- * as a match. */
-static const char *find_stage(const uint8_t *pipeline)
-{
-	struct bsonval_it stack[BSONVAL_STACK_DEPTH]; /* 14 KB */
-	const char *hit;
-	int top = 0;
-
-	bsonval_it_init(&stack[0], pipeline);
-	while (top >= 0) {
-		struct bsonval_it *it = &stack[top];
-
-		if (!bsonval_it_next(it)) {
-			top--;
-			continue;
-		}
-		if (it->key[0] == '$' && (hit = in_list(stages, it->key)) != NULL)
-			return hit;
-		if (it->type != BSON_TYPE_DOCUMENT && it->type != BSON_TYPE_ARRAY)
-			continue;
-		if (top + 1 == BSONVAL_STACK_DEPTH)
-			return "a pipeline nested too deep to inspect";
-		bsonval_it_init(&stack[++top], it->value);
-	}
-	return NULL;
-}
-
 /* What in this command is session-wide (a command or stage name), or NULL. */
 static const char *sessionwide_part(const bson_t *body, const struct route_info *ri)
 {
-	struct bsonval_it it;
-	const char *name = in_list(commands, ri->cmd);
-
-	if (name != NULL || strcasecmp(ri->cmd, "aggregate") != 0)
-		return name;
-	bsonval_it_init(&it, bson_get_data(body));
-	while (bsonval_it_next(&it))
-		if (strcmp(it.key, "pipeline") == 0 && it.type == BSON_TYPE_ARRAY)
-			return find_stage(it.value);
-	return NULL;
+	return sessionwide_find(bson_get_data(body), ri->cmd);
 }
 
 static bool identity_shared(void)

@@ -13,10 +13,16 @@
 
 #include <bson/bson.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "proxy/router.h"
 
 struct request;
+
+/* The session-wide part of the command `cmd` whose body is `body` (bytes
+ * that bsonval_check accepted): a command or stage name, a phrase for a
+ * pipeline nested too deep to inspect, or NULL. (sessionwide_scan.c) */
+const char *sessionwide_find(const uint8_t *body, const char *cmd);
 
 /* Gate one command about to be forwarded. True: go on. False: it was
  * refused here (answered with code 13). */
