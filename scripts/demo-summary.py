@@ -186,7 +186,9 @@ class SeedRun:
 
     def role(self, role):
         """The first path of a role: direct (no mongoplex settings), pool (batching
-        off) or batching (batching on); None when SEED_PATHS has none."""
+        off) or batching (batching on); None when SEED_PATHS has none. The adaptive
+        limit's path (the next issue) will need a role and a sentence of its own; the
+        table shows every path already."""
         for p in self.paths:
             s = p["settings"]
             r = ("direct" if not s else
