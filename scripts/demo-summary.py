@@ -273,6 +273,16 @@ def seed_paragraph(out_dir):
     def ratio(a, b):
         return a / b if a and b else float("nan")
 
+    def upstream(p):
+        """Why a mongoplex path fell short: the model was not the limit."""
+        n = num(p["model_status"]["maxInService"])
+        s_n = run.seed.get((one, int(n)))
+        return (" (not the backend: with %d queries in service the model serves %s %d-id lookups"
+                "/s, more with merged ones; mongoplex and the clients did not keep it that"
+                " busy, on a machine at load average %s on %d cores)"
+                % (n, "%.0f" % s_n if s_n else "its curve's", one,
+                   run.d["load_after"].split()[0], run.cores))
+
     if direct:
         d_lo, d_hi = q(direct, one, lo), q(direct, one, hi)
         m_lo, m_hi = q(direct, many, lo), q(direct, many, hi)
@@ -323,6 +333,8 @@ def seed_paragraph(out_dir):
         if many != one:
             text += " and %.0f/s for %d ids (%.2fx direct)" % (
                 pm_hi, many, ratio(pm_hi, q(direct, many, hi)))
+        if ratio(p_hi, p_lo) < 0.8 or (s_size and ratio(p_hi, s_size) < 0.8):
+            text += upstream(pool)
         text += ("; at %d threads, which fit in the pool, it is %.2fx direct (the extra hop)."
                  % (lo, ratio(p_lo, q(direct, one, lo))))
         lines.append(text)
@@ -347,6 +359,8 @@ def seed_paragraph(out_dir):
                     ratio(b_hi, q(direct, one, hi))))
         if pool:
             text += ", %.2fx the fixed pool alone" % ratio(b_hi, q(pool, one, hi))
+        if ratio(b_hi, seed_peak[0]) < 1:
+            text += ("; below the seed's peak this time" + upstream(batch))
         text += "."
         if many != one:
             text += (" %d-id queries gain less (%.0f/s, %.2fx direct%s): a merged query saves the"
