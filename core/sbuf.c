@@ -242,6 +242,36 @@ static void read_tls(struct sbuf *sb)
 	update_reading(sb);
 }
 
+/* A read into an empty buffer (the start of a message, most often all of
+ * it): into the stack, then copied into `in` at its size. Reserving
+ * READ_CHUNK there instead allocates and frees a 128 KB chain per message,
+ * which costs more than the copy of a small one; a message longer than the
+ * chunk continues with reads into the buffer's own space. */
+static void read_first(struct sbuf *sb)
+{
+	uint8_t raw[READ_CHUNK];
+	ssize_t r = read(sb->fd, raw, sizeof(raw));
+
+	if (r < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+			return;
+		sb->err = errno;
+		sb->cb(sb, SBUF_ERROR, sb->arg);
+		return;
+	}
+	if (r == 0) {
+		sb->cb(sb, SBUF_EOF, sb->arg);
+		return;
+	}
+	if (evbuffer_add(sb->in, raw, (size_t)r) != 0) {
+		sb->err = ENOMEM;
+		sb->cb(sb, SBUF_ERROR, sb->arg);
+		return;
+	}
+	sb->cb(sb, SBUF_READ, sb->arg);
+	update_reading(sb);
+}
+
 static void on_readable(evutil_socket_t fd, short what, void *arg)
 {
 	struct sbuf *sb = arg;
@@ -253,6 +283,10 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (sb->tls != NULL) {
 		read_tls(sb);
+		return;
+	}
+	if (evbuffer_get_length(sb->in) == 0) {
+		read_first(sb);
 		return;
 	}
 	n = evbuffer_reserve_space(sb->in, READ_CHUNK, v, 2);

@@ -438,10 +438,20 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
 	process_input(arg);
 }
 
+/* Would process_input do anything now? Not for a client that is read, has
+ * no bytes buffered, no queued request to kick and no pin, and is not
+ * closing: the common case after each reply, where the deferred callback
+ * was one more event-loop dispatch per request (its next read parses). */
+static bool resume_needed(const struct client *c)
+{
+	return c->reading_paused || c->closing || evbuffer_get_length(c->sb.in) > 0 ||
+	       c->owner.n_state[REQ_QUEUED] > 0 || !TAILQ_EMPTY(&c->owner.pins);
+}
+
 /* Deferred: never re-enter parsing from inside a server's callback. */
 void client_request_finished(struct client *c)
 {
-	if (c->state != CL_ACTIVE)
+	if (c->state != CL_ACTIVE || !resume_needed(c))
 		return;
 	event_active(c->resume_ev, EV_TIMEOUT, 1);
 }
