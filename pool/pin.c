@@ -61,11 +61,11 @@ struct pin {
 	struct server *server;
 	struct pin_item *items;
 	int nitems, cap;
-	struct request_queue waiting; /* REQ_QUEUED, req->pin == this */
-	struct request *rerun;	      /* REQ_NEW, its cursor found no room: re-submitted
-					 after this exchange (pin_after_exchange) */
-	bool held;		      /* has held a cursor or transaction (counted) */
-	bool expiring;		      /* pin_janitor: idle too long, to be expired */
+	struct waitq waiting;  /* WAITQ_PIN, req->pin == this */
+	struct request *rerun; /* REQ_NEW, its cursor found no room: re-submitted
+				  after this exchange (pin_after_exchange) */
+	bool held;	       /* has held a cursor or transaction (counted) */
+	bool expiring;	       /* pin_janitor: idle too long, to be expired */
 	/* the owner's identity when pinned (owner ops `identity`); "": unknown,
 	 * the pin counts for its own connection only */
 	char identity[PIN_IDENTITY_MAX];
@@ -365,20 +365,21 @@ static bool server_free(const struct server *s)
 	return s->req == NULL && s->fence_id == 0 && s->state == SV_ACTIVE;
 }
 
+/* A pin's waiter expires like any other: queue_timeout_ms. */
+static const struct waitq_ops pin_waitq_ops = {
+    .kind = WAITQ_PIN,
+    .limit_usec = pool_queue_limit_usec,
+    .owner_clock = true,    /* its own client is the cause */
+    .keep_ownerless = true, /* cleanup: runs after the exchange it follows */
+    .expired = pool_refuse_timeout,
+};
+
 static void enqueue(struct pin *pin, struct request *req)
 {
 	req->pin = pin;
 	req->pool = pin->server->pool;
 	req->enqueued_usec = g.now_usec;
-	request_set_state(req, REQ_QUEUED, &pin->waiting);
-}
-
-bool pin_unqueue(struct request *req)
-{
-	if (req->pin == NULL || req->queue != &req->pin->waiting)
-		return false;
-	request_set_state(req, REQ_NEW, NULL);
-	return true;
+	waitq_add(&pin->waiting, req);
 }
 
 /* Run the pin's first waiter that may go; false: none. */
@@ -386,7 +387,7 @@ static bool run_next(struct pin *pin)
 {
 	struct request *req;
 
-	TAILQ_FOREACH(req, &pin->waiting.list, queue_link)
+	TAILQ_FOREACH(req, &pin->waiting.q.list, queue_link)
 		if (request_owner_may_dispatch(req->owner)) {
 			pool_dispatch(pin->server, req);
 			return true;
@@ -400,8 +401,8 @@ static struct pin *least_busy(const struct request_owner *o)
 	struct pin *pin, *best = NULL;
 
 	TAILQ_FOREACH(pin, &o->pins, owner_link)
-		if (best == NULL || pin->waiting.n + (pin->server->req != NULL) <
-					best->waiting.n + (best->server->req != NULL))
+		if (best == NULL || waitq_count(&pin->waiting) + (pin->server->req != NULL) <
+					waitq_count(&best->waiting) + (best->server->req != NULL))
 			best = pin;
 	return best;
 }
@@ -461,7 +462,7 @@ static struct pin *pin_new(struct server *s, struct request_owner *o)
 	struct pin *pin = xcalloc(1, sizeof(*pin));
 
 	pin->server = s;
-	REQUEST_QUEUE_INIT(&pin->waiting);
+	waitq_init(&pin->waiting, &pin_waitq_ops);
 	TAILQ_INSERT_TAIL(&all, pin, all_link);
 	npins++;
 	s->pin = pin;
@@ -666,6 +667,7 @@ static void pin_free(struct pin *pin)
 	}
 	TAILQ_REMOVE(&all, pin, all_link);
 	npins--;
+	waitq_fini(&pin->waiting);
 	pin->server->pin = NULL;
 	while (pin->nitems > 0)
 		item_del(pin, pin->nitems - 1);
@@ -673,16 +675,12 @@ static void pin_free(struct pin *pin)
 	free(pin);
 }
 
-/* Off the pin, in order, staged in REQ_NEW on a local list. */
-static void take_waiters(struct pin *pin, struct request_list *moved)
+/* A former waiter of a pin that ended goes back to pool_submit. */
+static void resubmit(struct request *req, void *arg)
 {
-	struct request *req;
-
-	while ((req = TAILQ_FIRST(&pin->waiting.list)) != NULL) {
-		request_set_state(req, REQ_NEW, NULL);
-		req->pin = NULL; /* a shared cursor-opening one may pin on its reply */
-		TAILQ_INSERT_TAIL(moved, req, queue_link);
-	}
+	(void)arg;
+	req->pin = NULL; /* a shared cursor-opening one may pin on its reply */
+	pool_submit(req);
 }
 
 static void after_exchange(struct server *s);
@@ -700,25 +698,21 @@ void pin_after_exchange(struct server *s)
 static void after_exchange(struct server *s)
 {
 	struct pin *pin = s->pin;
-	struct request_list moved = TAILQ_HEAD_INITIALIZER(moved);
-	struct request *req;
+	struct request_queue moved = {TAILQ_HEAD_INITIALIZER(moved.list), 0};
 
 	if (pin->nitems > 0 || pin->owner == NULL) {
 		if (run_next(pin))
 			return;
-		if (pin->owner != NULL || pin->waiting.n > 0) {
+		if (pin->owner != NULL || waitq_count(&pin->waiting) > 0) {
 			s->idle_since_usec = g.now_usec; /* pinned, idle */
 			return;
 		}
 	}
 	server_debug(s, "unpinned from C-%" PRIu64, pin->owner_id);
-	take_waiters(pin, &moved);
+	waitq_take_all(&pin->waiting, &moved);
 	pin_free(pin);
 	sticky_release(s); /* back to the pool */
-	while ((req = TAILQ_FIRST(&moved)) != NULL) {
-		TAILQ_REMOVE(&moved, req, queue_link);
-		pool_submit(req);
-	}
+	waitq_resubmit(&moved, resubmit, NULL);
 }
 
 void pin_server_closed(struct server *s)
@@ -733,8 +727,8 @@ void pin_server_closed(struct server *s)
 		req->ops->network_error(req, MP_ERR(HOST_UNREACHABLE),
 					"the backend connection closed");
 	}
-	while ((req = TAILQ_FIRST(&pin->waiting.list)) != NULL) {
-		request_set_state(req, REQ_NEW, NULL);
+	while ((req = waitq_first(&pin->waiting)) != NULL) {
+		waitq_unqueue(req);
 		req->pin = NULL;
 		req->ops->network_error(req, MP_ERR(HOST_UNREACHABLE),
 					"the pinned backend connection closed");
@@ -757,7 +751,7 @@ static bool has_txn(const struct pin *pin)
 static bool idle_expired(const struct pin *pin, uint64_t now, uint64_t limit)
 {
 	return pin->owner != NULL && !has_txn(pin) && server_free(pin->server) &&
-	       (pin->waiting.n == 0 || !request_owner_may_dispatch(pin->owner)) &&
+	       (waitq_count(&pin->waiting) == 0 || !request_owner_may_dispatch(pin->owner)) &&
 	       now - pin->server->idle_since_usec > limit;
 }
 
@@ -766,11 +760,10 @@ static bool idle_expired(const struct pin *pin, uint64_t now, uint64_t limit)
 static void expire(struct pin *pin)
 {
 	struct request_owner *o = pin->owner;
-	struct request_list moved = TAILQ_HEAD_INITIALIZER(moved);
-	struct request *req;
+	struct request_queue moved = {TAILQ_HEAD_INITIALIZER(moved.list), 0};
 
 	STAT_INC(lb_pins_expired);
-	take_waiters(pin, &moved);
+	waitq_take_all(&pin->waiting, &moved);
 	TAILQ_REMOVE(&o->pins, pin, owner_link);
 	o->n_pins--;
 	pin->owner = NULL;
@@ -783,10 +776,7 @@ static void expire(struct pin *pin)
 		    "lb_pin_idle_timeout_ms = %" PRId64 " ms: killing its %d cursors, releasing it",
 		    pin->owner_id, g.cfg.lb_pin_idle_timeout_ms, pin->nitems);
 	pin_after_exchange(pin->server);
-	while ((req = TAILQ_FIRST(&moved)) != NULL) {
-		TAILQ_REMOVE(&moved, req, queue_link);
-		pool_submit(req);
-	}
+	waitq_resubmit(&moved, resubmit, NULL);
 }
 
 void pin_janitor(uint64_t now)
@@ -911,7 +901,7 @@ void pin_owner_closed(struct request_owner *o)
 		server_info(pin->server,
 			    "load-balanced C-%" PRIu64 " closed: %d cleanup commands on its pinned "
 			    "connection",
-			    pin->owner_id, pin->waiting.n);
+			    pin->owner_id, waitq_count(&pin->waiting));
 		if (server_free(pin->server))
 			pin_after_exchange(pin->server);
 	}

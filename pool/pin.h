@@ -103,8 +103,6 @@ bool pin_on_reply(struct server *s, struct request *req, const bson_t *body)
 void pin_after_exchange(struct server *s);
 /* `s` closes. */
 void pin_server_closed(struct server *s);
-/* Take `req` off its pin's queue; false: it is not on one. */
-bool pin_unqueue(struct request *req);
 /* o's output drained: run its pins' waiters. */
 void pin_owner_kick(struct request_owner *o);
 /* o's client closes (its requests were abandoned already). */

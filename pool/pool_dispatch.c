@@ -34,7 +34,7 @@ static bool may_connect(const struct pool *p)
 /* Open connections for waiting requests that no connecting server covers. */
 void pool_connect_for_waiters(struct pool *p)
 {
-	int want = p->waiting.n;
+	int want = waitq_count(&p->waiting);
 
 	if (p->addrlen == 0)
 		return; /* the unresolved mongodb+srv:// placeholder */
@@ -58,7 +58,7 @@ static uint64_t owner_round(const struct pool *p, const struct request *req)
 	if (req->owner == NULL || req->owner->n_state[REQ_QUEUED] == 0)
 		return 0;
 	TAILQ_FOREACH(r, &req->owner->requests, client_link)
-		if (r->queue == &p->waiting && r->round > max)
+		if (r->waitq == &p->waiting && r->round > max)
 			max = r->round;
 	return max;
 }
@@ -71,10 +71,10 @@ static void enqueue(struct pool *p, struct request *req)
 	if (mine > r)
 		r = mine;
 	req->round = r + 1;
-	after = TAILQ_LAST(&p->waiting.list, request_list);
+	after = TAILQ_LAST(&p->waiting.q.list, request_list);
 	while (after != NULL && after->round > req->round)
 		after = TAILQ_PREV(after, request_list, queue_link);
-	request_set_state_after(req, REQ_QUEUED, &p->waiting, after);
+	waitq_add_after(&p->waiting, req, after);
 	req->pool = p;
 	req->enqueued_usec = g.now_usec;
 }
@@ -83,17 +83,10 @@ void pool_unqueue(struct request *req)
 {
 	if (!request_waiting(req))
 		return;
-	if (req->select_waiting) {
-		select_unqueue(req);
-		return;
-	}
-	if (req->wait_server != NULL) {
-		sticky_unqueue(req);
-		return;
-	}
-	if (pin_unqueue(req))
-		return;
-	request_set_state(req, REQ_NEW, NULL);
+	if (req->waitq != NULL)
+		waitq_unqueue(req);
+	else
+		request_set_state(req, REQ_NEW, NULL); /* REQ_HELLO_WAIT */
 }
 
 static void dispatch(struct server *s, struct request *req)
@@ -137,7 +130,7 @@ static struct request *first_dispatchable(struct pool *p)
 {
 	struct request *req;
 
-	TAILQ_FOREACH(req, &p->waiting.list, queue_link)
+	TAILQ_FOREACH(req, &p->waiting.q.list, queue_link)
 		if (may_dispatch(req))
 			return req;
 	return NULL;
@@ -153,8 +146,7 @@ void pool_owner_kick(struct request_owner *o)
 		if (o->n_state[REQ_QUEUED] == 0)
 			return;
 		TAILQ_FOREACH(req, &o->requests, client_link)
-			if (req->state == REQ_QUEUED && req->wait_server == NULL &&
-			    !req->select_waiting && req->pin == NULL)
+			if (waitq_is(req, WAITQ_POOL))
 				break;
 		if (req == NULL || !may_dispatch(req) ||
 		    (s = TAILQ_FIRST(&req->pool->idle)) == NULL)
@@ -258,28 +250,27 @@ void pool_server_idle(struct server *s)
 	s->idle_since_usec = g.now_usec;
 }
 
-static void expire_waiting(struct pool *p, uint64_t now)
+uint64_t pool_queue_limit_usec(void)
 {
-	uint64_t limit = (uint64_t)g.cfg.queue_timeout_ms * 1000;
-	struct request *req, *tmp;
-
-	sticky_expire(p, now);
-	if (limit == 0)
-		return;
-	TAILQ_FOREACH_SAFE(req, &p->waiting.list, queue_link, tmp) {
-		/* Skipped because its own client does not read its replies: the
-		 * client is the cause, so its wait counts from when it drains. */
-		if (!request_owner_may_dispatch(req->owner))
-			req->enqueued_usec = now;
-		if (now - req->enqueued_usec <= limit)
-			continue;
-		pool_unqueue(req);
-		if (pin_blocked(req))
-			pin_refuse_timeout(req); /* load-balanced: no pin came free */
-		else
-			pool_refuse_timeout(req);
-	}
+	return (uint64_t)g.cfg.queue_timeout_ms * 1000;
 }
+
+static void pool_waiter_expired(struct request *req)
+{
+	if (pin_blocked(req))
+		pin_refuse_timeout(req); /* load-balanced: no pin came free */
+	else
+		pool_refuse_timeout(req);
+}
+
+/* A request skipped because its own client does not read its replies: the
+ * client is the cause, so its wait counts from when it drains. */
+const struct waitq_ops pool_waitq_ops = {
+    .kind = WAITQ_POOL,
+    .limit_usec = pool_queue_limit_usec,
+    .owner_clock = true,
+    .expired = pool_waiter_expired,
+};
 
 static void expire_servers(struct pool *p, uint64_t now)
 {
@@ -326,7 +317,11 @@ static void janitor_user_pool(struct pool *p, void *arg)
 	uint64_t now = *(const uint64_t *)arg;
 
 	expire_servers(p, now);
-	expire_waiting(p, now);
+}
+
+static void janitor_user_connect(struct pool *p, void *arg)
+{
+	(void)arg;
 	if (!g.shutting_down)
 		pool_connect_for_waiters(p);
 }
@@ -334,14 +329,15 @@ static void janitor_user_pool(struct pool *p, void *arg)
 void pool_janitor(uint64_t now)
 {
 	pool_users_foreach(janitor_user_pool, &now);
+	for (int i = 0; i < pool_count(); i++)
+		expire_servers(pool_at(i), now);
+	waitq_expire_all(now); /* every wait: pools, sticky, member selection, pins */
+	pool_users_foreach(janitor_user_connect, NULL);
 	pool_users_sweep();
-	select_janitor(now);
 	pin_janitor(now);
 	for (int i = 0; i < pool_count(); i++) {
 		struct pool *p = pool_at(i);
 
-		expire_servers(p, now);
-		expire_waiting(p, now);
 		if (g.shutting_down || (topology_active() && !p->rs_present))
 			continue;
 		while (p->usable && pool_live(p) < g.cfg.min_pool_size && may_connect(p) &&

@@ -11,6 +11,9 @@
 
 #include "pool/pool.h"
 
+/* A pool's own wait queue (WAITQ_POOL, pool_dispatch.c). */
+extern const struct waitq_ops pool_waitq_ops;
+
 /* Initialise a pool's lists and names (the table's and child pools). */
 void pool_init(struct pool *p, const char *name, const char *host, uint16_t port);
 

@@ -106,7 +106,7 @@ bool server_connect(struct pool *p)
 	s->state = SV_NEW;
 	s->created_usec = g.now_usec;
 	s->compressor = -1;
-	REQUEST_QUEUE_INIT(&s->sticky_waiting);
+	sticky_init(s);
 	server_set_state(s, SV_CONNECTING);
 	if (!sbuf_connect(&s->sb, g.base, (struct sockaddr *)&p->addr, p->addrlen, sbuf_cb_server,
 			  s)) {
@@ -214,6 +214,7 @@ void server_free_deferred(void)
 
 	while ((s = TAILQ_FIRST(&servers_justfree)) != NULL) {
 		TAILQ_REMOVE(&servers_justfree, s, link);
+		waitq_fini(&s->sticky_waiting);
 		sbuf_free(&s->sb);
 		auth_conv_free(s);
 		free(s);

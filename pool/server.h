@@ -22,6 +22,7 @@
 #include "core/log.h"
 #include "core/request.h"
 #include "core/sbuf.h"
+#include "pool/waitq.h"
 
 struct auth_conv;
 struct pool;
@@ -55,10 +56,10 @@ struct server {
 	 * While either is set the server is SV_ACTIVE (running one of them, or
 	 * the fence). */
 	struct request_owner *sticky_owner;
-	struct request_queue sticky_waiting;
-	int32_t fence_id;  /* requestID of the proxy's own {ping: 1} fence, 0: none */
-	int8_t compressor; /* pool/backend_compress.c: negotiated id, -1: none */
-	struct pin *pin;   /* pool/pin.c: pinned to a load-balanced client (SV_ACTIVE) */
+	struct waitq sticky_waiting; /* WAITQ_STICKY */
+	int32_t fence_id;	     /* requestID of the proxy's own {ping: 1} fence, 0: none */
+	int8_t compressor;	     /* pool/backend_compress.c: negotiated id, -1: none */
+	struct pin *pin;	     /* pool/pin.c: pinned to a load-balanced client (SV_ACTIVE) */
 };
 
 TAILQ_HEAD(server_list, server);

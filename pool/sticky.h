@@ -36,8 +36,10 @@ struct server *sticky_target(const struct request *req);
  * queue? Then req must not be dispatched before it. */
 bool sticky_behind_unacked(const struct request *req);
 
+/* A new server's (empty) queue. */
+void sticky_init(struct server *s);
+/* `req` waits on s's queue (WAITQ_STICKY; pool_unqueue takes it off). */
 void sticky_enqueue(struct server *s, struct request *req);
-void sticky_unqueue(struct request *req);
 
 /* `req` was just started on `s`. */
 void sticky_started(struct server *s, struct request *req);
@@ -51,9 +53,6 @@ void sticky_release(struct server *s);
 void sticky_server_closed(struct server *s);
 /* `o`'s client is closing (its requests were abandoned already). */
 void sticky_owner_closed(struct request_owner *o);
-
-/* queue_timeout_ms for the sticky queues of p's servers. */
-void sticky_expire(struct pool *p, uint64_t now);
 
 /* Clients currently sticky (stats gauge). */
 int sticky_clients(void);

@@ -137,7 +137,7 @@ static void pool_to_bson(bson_t *arr, int i, const struct pool *p)
 	BSON_APPEND_INT32(&doc, "connecting", p->n_connecting);
 	BSON_APPEND_INT32(&doc, "idle", p->n_idle);
 	BSON_APPEND_INT32(&doc, "active", p->n_active);
-	BSON_APPEND_INT32(&doc, "waiting", p->waiting.n);
+	BSON_APPEND_INT32(&doc, "waiting", waitq_count(&p->waiting));
 	BSON_APPEND_INT64(&doc, "poolSize", g.cfg.pool_size);
 	BSON_APPEND_INT64(&doc, "connectsOk", (int64_t)p->connects_ok);
 	BSON_APPEND_INT64(&doc, "connectsFailed", (int64_t)p->connects_failed);
@@ -145,7 +145,7 @@ static void pool_to_bson(bson_t *arr, int i, const struct pool *p)
 	BSON_APPEND_UTF8(&doc, "lastError", p->last_error);
 	BSON_APPEND_UTF8(&doc, "type", member_type(p));
 	BSON_APPEND_INT32(&doc, "inUse", p->n_active);
-	BSON_APPEND_INT32(&doc, "queued", p->waiting.n);
+	BSON_APPEND_INT32(&doc, "queued", waitq_count(&p->waiting));
 	if (topology_active()) { /* replica sets: what the monitor says of it */
 		BSON_APPEND_BOOL(&doc, "member", p->rs_present);
 		BSON_APPEND_UTF8(&doc, "memberType", topology_type_name(p->member.type));
@@ -222,7 +222,8 @@ static void label_value(char *buf, size_t len, const char *v)
 	X(member_in_use, "Connections of a member's pool running a request", p->n_active)          \
 	X(member_idle, "Connections idle in a member's pool", p->n_idle)                           \
 	X(member_connecting, "Connections of a member's pool being established", p->n_connecting)  \
-	X(member_queued, "Requests waiting for a connection of a member's pool", p->waiting.n)
+	X(member_queued, "Requests waiting for a connection of a member's pool",                   \
+	  waitq_count(&p->waiting))
 
 static void members_to_prom(struct evbuffer *out)
 {
