@@ -35,6 +35,7 @@
 #include "core/stats.h"
 #include "core/wire.h"
 #include "core/xalloc.h"
+#include "pool/gate.h"
 #include "pool/pool.h"
 #include "pool/server.h"
 #include "pool/sticky.h"
@@ -228,9 +229,9 @@ static bool may_open(const struct request *req)
 	return req->pin == NULL && req->pin_note != NULL && (req->pin_note->op & PIN_OP_OPEN);
 }
 
-static bool pool_room(const struct pool *p)
+static bool pool_room(struct pool *p)
 {
-	return pin_pool_count(p) < g.cfg.pool_size - 1;
+	return pool_gate(GATE_PIN, p, NULL, NULL);
 }
 
 static void owner_identity(const struct request_owner *o, char *out, size_t len)
@@ -263,7 +264,7 @@ static bool owner_room(const struct request_owner *o)
 }
 
 /* Why o may not keep one more pin of p; false: it may. */
-static bool no_room(const struct request_owner *o, const struct pool *p, char *why, size_t len)
+static bool no_room(const struct request_owner *o, struct pool *p, char *why, size_t len)
 {
 	char id[PIN_IDENTITY_MAX];
 	int n = identity_pins(o, id, sizeof(id));
@@ -277,13 +278,13 @@ static bool no_room(const struct request_owner *o, const struct pool *p, char *w
 		snprintf(why, len,
 			 "%d of %s's pool_size = %" PRId64 " connections are pinned (at most "
 			 "pool_size - 1)",
-			 pin_pool_count(p), pool_name(p), g.cfg.pool_size);
+			 pin_pool_count(p), pool_name(p), pool_gate_size(p));
 	else
 		return false;
 	return true;
 }
 
-bool pin_may_dispatch(const struct request *req, const struct pool *p)
+bool pin_may_dispatch(const struct request *req, struct pool *p)
 {
 	return !wants(req) || req->owner == NULL || (pool_room(p) && owner_room(req->owner));
 }
@@ -388,7 +389,7 @@ static bool run_next(struct pin *pin)
 	struct request *req;
 
 	TAILQ_FOREACH(req, &pin->waiting.q.list, queue_link)
-		if (request_owner_may_dispatch(req->owner)) {
+		if (pool_gate(GATE_RUN_HERE, pin->server->pool, req, pin->server)) {
 			pool_dispatch(pin->server, req);
 			return true;
 		}

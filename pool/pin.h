@@ -89,7 +89,7 @@ void pin_note_free(struct pin_note *n);
  * dispatched to a pin). */
 bool pin_submit(struct request *req, struct pool *p);
 /* May `req` be dispatched to a fresh connection of `p` now (pin bounds)? */
-bool pin_may_dispatch(const struct request *req, const struct pool *p);
+bool pin_may_dispatch(const struct request *req, struct pool *p);
 /* A waiting request held back only by the pool's pin bound: refuse it. */
 bool pin_blocked(const struct request *req);
 void pin_refuse_timeout(struct request *req);

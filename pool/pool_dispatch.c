@@ -20,19 +20,16 @@
 #include "core/errors.h"
 #include "core/globals.h"
 #include "core/stats.h"
+#include "pool/gate.h"
 #include "pool/pin.h"
 #include "pool/pool_int.h"
 #include "pool/pool_users.h"
 #include "pool/select.h"
 #include "pool/sticky.h"
 
-static bool may_connect(const struct pool *p)
-{
-	return pool_live(p) < g.cfg.pool_size && g.now_usec >= p->next_connect_usec;
-}
-
-/* Open connections for waiting requests that no connecting server covers. */
-void pool_connect_for_waiters(struct pool *p)
+/* Open connections for waiting requests that no connecting server covers
+ * (step: GATE_CONNECT, or GATE_REFILL from the janitor). */
+void pool_connect_for_waiters_at(struct pool *p, enum gate_step step)
 {
 	int want = waitq_count(&p->waiting);
 
@@ -42,11 +39,16 @@ void pool_connect_for_waiters(struct pool *p)
 		want = 1;
 	if ((p->last_code == 18 || p->tls_failed) && want > 1)
 		want = 1; /* credentials or TLS failed: one probe per backoff step */
-	while (want > p->n_connecting && may_connect(p) && pool_cap_room(p, true)) {
+	while (want > p->n_connecting && pool_gate(step, p, NULL, NULL)) {
 		if (!server_connect(p))
 			return;
 		pool_cap_note_peak();
 	}
+}
+
+void pool_connect_for_waiters(struct pool *p)
+{
+	pool_connect_for_waiters_at(p, GATE_CONNECT);
 }
 
 /* The highest round among req's owner's requests waiting in p's queue. */
@@ -114,16 +116,13 @@ void pool_dispatch(struct server *s, struct request *req)
 }
 
 /*
- * May `req` go to a backend now? Not while its client cannot take more
- * replies (its owner's may_dispatch), nor ahead of its client's moreToCome write
- * that still waits (sticky.h). Such requests keep their place in the queue
- * and are skipped; pool_owner_kick runs them when their client drains.
+ * May `req` go to a backend now (pool_gate, GATE_DISPATCH)? Requests the
+ * gate holds back keep their place in the queue and are skipped;
+ * pool_owner_kick runs them when their client drains.
  */
 static bool may_dispatch(const struct request *req)
 {
-	return req->owner == NULL ||
-	       (request_owner_may_dispatch(req->owner) && !sticky_behind_unacked(req) &&
-		pin_may_dispatch(req, req->pool));
+	return pool_gate(GATE_DISPATCH, req->pool, req, NULL);
 }
 
 static struct request *first_dispatchable(struct pool *p)
@@ -233,15 +232,10 @@ void pool_server_idle(struct server *s)
 
 	if (s->state == SV_JUSTFREE)
 		return;
-	/* Surplus after a shrink: retire it now, even with requests waiting
-	 * (the remaining connections serve them). */
-	if (pool_live(p) > g.cfg.pool_size) {
-		server_close(s, MP_ERR(HOST_UNREACHABLE), "pool shrank (pool_size = %" PRId64 ")",
-			     g.cfg.pool_size);
+	/* Surplus after a shrink: retired now, even with requests waiting (the
+	 * remaining connections serve them); max_backend_conn may hand it over. */
+	if (!pool_gate(GATE_TAKE_NEXT, p, NULL, s))
 		return;
-	}
-	if (pool_cap_retire(s))
-		return; /* max_backend_conn: a pool with no connection gets this slot */
 	if (req != NULL) {
 		dispatch(s, req);
 		return;
@@ -296,16 +290,12 @@ static void expire_servers(struct pool *p, uint64_t now)
 				    g.cfg.query_timeout_ms);
 			}
 	TAILQ_FOREACH_SAFE(s, &p->idle, link, tmp) {
-		bool too_many = pool_live(p) > g.cfg.pool_size;
 		/* A user's pool keeps no minimum: it empties and is freed. */
 		int64_t keep = p->parent != NULL ? 0 : g.cfg.min_pool_size;
-		bool idle_too_long =
-		    idle_limit && now - s->idle_since_usec > idle_limit && pool_live(p) > keep;
 
-		if (too_many)
-			server_close(s, MP_ERR(HOST_UNREACHABLE),
-				     "pool shrank (pool_size = %" PRId64 ")", g.cfg.pool_size);
-		else if (idle_too_long)
+		if (!pool_gate(GATE_KEEP, p, NULL, s))
+			continue; /* closed: the pool shrank */
+		if (idle_limit && now - s->idle_since_usec > idle_limit && pool_live(p) > keep)
 			server_close(s, MP_ERR(HOST_UNREACHABLE),
 				     "idle for more than server_idle_timeout_ms");
 	}
@@ -322,8 +312,7 @@ static void janitor_user_pool(struct pool *p, void *arg)
 static void janitor_user_connect(struct pool *p, void *arg)
 {
 	(void)arg;
-	if (!g.shutting_down)
-		pool_connect_for_waiters(p);
+	pool_connect_for_waiters_at(p, GATE_REFILL);
 }
 
 void pool_janitor(uint64_t now)
@@ -338,14 +327,11 @@ void pool_janitor(uint64_t now)
 	for (int i = 0; i < pool_count(); i++) {
 		struct pool *p = pool_at(i);
 
-		if (g.shutting_down || (topology_active() && !p->rs_present))
-			continue;
-		while (p->usable && pool_live(p) < g.cfg.min_pool_size && may_connect(p) &&
-		       pool_cap_room(p, false)) {
+		while (pool_gate(GATE_MINIMUM, p, NULL, NULL)) {
 			if (!server_connect(p))
 				break;
 			pool_cap_note_peak();
 		}
-		pool_connect_for_waiters(p);
+		pool_connect_for_waiters_at(p, GATE_REFILL);
 	}
 }

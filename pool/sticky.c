@@ -5,6 +5,7 @@
 #include "pool/sticky.h"
 
 #include "core/xalloc.h"
+#include "pool/gate.h"
 #include "pool/pool.h"
 #include "pool/server.h"
 #include "core/globals.h"
@@ -115,7 +116,7 @@ void sticky_written(struct server *s)
 {
 	struct request *req = waitq_first(&s->sticky_waiting);
 
-	if (req != NULL && request_owner_may_dispatch(req->owner)) {
+	if (req != NULL && pool_gate(GATE_RUN_HERE, s->pool, req, s)) {
 		pool_dispatch(s, req);
 		return;
 	}
