@@ -44,7 +44,7 @@ struct wire_msg;
 struct backend_info;
 struct request;
 struct request_owner;
-struct pin;
+struct lb_pin;
 struct pin_note;
 struct waitq;
 
@@ -115,15 +115,15 @@ struct request_owner_ops {
 /* Rules: `requests` holds every request of the owner in arrival order until
  * it is done or detached; `n_state` counts them per state (request.c only). */
 struct request_owner {
-	uint64_t id;			/* C-<id> in logs; the cursor table's owner id */
-	struct request_list requests;	/* parsed and not yet answered */
-	int inflight;			/* entries in `requests` */
-	int n_state[REQ_NSTATES + 1];	/* per state ([REQ_NSTATES]: scratch, "none") */
-	int n_phase[3];			/* requests per phase class: idle, waiting, running */
-	int phase;			/* the owner's phase, as counted in request.c */
-	struct server *sticky;		/* pool/sticky.c: connection of its unacknowledged write */
-	bool load_balanced;		/* pool/pin.c: said loadBalanced: true in its hello */
-	TAILQ_HEAD(pin_head, pin) pins; /* pool/pin.c: its pinned connections */
+	uint64_t id;		      /* C-<id> in logs; the cursor table's owner id */
+	struct request_list requests; /* parsed and not yet answered */
+	int inflight;		      /* entries in `requests` */
+	int n_state[REQ_NSTATES + 1]; /* per state ([REQ_NSTATES]: scratch, "none") */
+	int n_phase[3];		      /* requests per phase class: idle, waiting, running */
+	int phase;		      /* the owner's phase, as counted in request.c */
+	struct server *sticky;	      /* pool/sticky.c: connection of its unacknowledged write */
+	bool load_balanced;	      /* pool/pin.c: said loadBalanced: true in its hello */
+	TAILQ_HEAD(pin_head, lb_pin) pins; /* pool/pin.c: its pinned connections */
 	int n_pins;
 	const struct request_owner_ops *ops;
 };
@@ -172,7 +172,7 @@ struct request {
 	int txn_pin;
 	/* pool/pin.c (load-balanced clients): the pinned connection it runs on
 	 * or waits for (REQ_QUEUED on the pin's queue), and its routing note. */
-	struct pin *pin;
+	struct lb_pin *pin;
 	struct pin_note *pin_note;
 	/* A request the proxy makes itself (no client; proxy/cauth_query.c): its
 	 * reply, or the error the proxy would have answered, goes here once;

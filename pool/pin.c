@@ -54,9 +54,9 @@ struct pin_item {
  * `pins` while the owner is there (owner NULL: its client closed, its pin
  * expired or its cursor found no room; the cleanup requests run, then it is
  * freed); `server->pin` points back. */
-struct pin {
-	TAILQ_ENTRY(pin) owner_link;
-	TAILQ_ENTRY(pin) all_link;
+struct lb_pin {
+	TAILQ_ENTRY(lb_pin) owner_link;
+	TAILQ_ENTRY(lb_pin) all_link;
 	struct request_owner *owner;
 	uint64_t owner_id;
 	struct server *server;
@@ -72,7 +72,7 @@ struct pin {
 	char identity[PIN_IDENTITY_MAX];
 };
 
-TAILQ_HEAD(pin_list, pin);
+TAILQ_HEAD(pin_list, lb_pin);
 static struct pin_list all = TAILQ_HEAD_INITIALIZER(all);
 static int npins;
 
@@ -83,7 +83,7 @@ int pin_count(void)
 
 int pin_pool_count(const struct pool *p)
 {
-	const struct pin *pin;
+	const struct lb_pin *pin;
 	int n = 0;
 
 	TAILQ_FOREACH(pin, &all, all_link)
@@ -157,9 +157,9 @@ static bool same_lsid(const bson_t *a, const bson_t *b)
 	       memcmp(bson_get_data(a), bson_get_data(b), a->len) == 0;
 }
 
-static struct pin *find_pin(const struct request_owner *o, const struct pin_note *n, bool txn)
+static struct lb_pin *find_pin(const struct request_owner *o, const struct pin_note *n, bool txn)
 {
-	struct pin *pin;
+	struct lb_pin *pin;
 
 	TAILQ_FOREACH(pin, &o->pins, owner_link)
 		for (int i = 0; i < pin->nitems; i++) {
@@ -244,7 +244,7 @@ static void owner_identity(const struct request_owner *o, char *out, size_t len)
  * when its identity is unknown); `id` gets the identity. */
 static int identity_pins(const struct request_owner *o, char *id, size_t len)
 {
-	const struct pin *pin;
+	const struct lb_pin *pin;
 	int n = 0;
 
 	owner_identity(o, id, len);
@@ -375,7 +375,7 @@ static const struct waitq_ops pin_waitq_ops = {
     .expired = pool_refuse_timeout,
 };
 
-static void enqueue(struct pin *pin, struct request *req)
+static void enqueue(struct lb_pin *pin, struct request *req)
 {
 	req->pin = pin;
 	req->pool = pin->server->pool;
@@ -384,7 +384,7 @@ static void enqueue(struct pin *pin, struct request *req)
 }
 
 /* Run the pin's first waiter that may go; false: none. */
-static bool run_next(struct pin *pin)
+static bool run_next(struct lb_pin *pin)
 {
 	struct request *req;
 
@@ -397,9 +397,9 @@ static bool run_next(struct pin *pin)
 }
 
 /* The client's pin with the fewest waiters. */
-static struct pin *least_busy(const struct request_owner *o)
+static struct lb_pin *least_busy(const struct request_owner *o)
 {
-	struct pin *pin, *best = NULL;
+	struct lb_pin *pin, *best = NULL;
 
 	TAILQ_FOREACH(pin, &o->pins, owner_link)
 		if (best == NULL || waitq_count(&pin->waiting) + (pin->server->req != NULL) <
@@ -423,7 +423,7 @@ static void keep_retry_copy(struct request *req)
 
 bool pin_submit(struct request *req, struct pool *p)
 {
-	struct pin *pin = req->pin;
+	struct lb_pin *pin = req->pin;
 
 	if (expired_refuse(req))
 		return true;
@@ -448,7 +448,7 @@ bool pin_submit(struct request *req, struct pool *p)
 
 void pin_owner_kick(struct request_owner *o)
 {
-	struct pin *pin;
+	struct lb_pin *pin;
 
 	TAILQ_FOREACH(pin, &o->pins, owner_link)
 		if (server_free(pin->server))
@@ -458,9 +458,9 @@ void pin_owner_kick(struct request_owner *o)
 /* ---- pins ------------------------------------------------------------- */
 
 /* `s` becomes a pin of `o` (NULL: owner-less, for cleanup commands only). */
-static struct pin *pin_new(struct server *s, struct request_owner *o)
+static struct lb_pin *pin_new(struct server *s, struct request_owner *o)
 {
-	struct pin *pin = xcalloc(1, sizeof(*pin));
+	struct lb_pin *pin = xcalloc(1, sizeof(*pin));
 
 	pin->server = s;
 	waitq_init(&pin->waiting, &pin_waitq_ops);
@@ -486,7 +486,7 @@ void pin_started(struct server *s, struct request *req)
 	req->pin_note->op &= ~(unsigned)PIN_OP_WANT;
 }
 
-static void item_add(struct pin *pin, bool txn, int64_t id, const char *ns, const bson_t *lsid)
+static void item_add(struct lb_pin *pin, bool txn, int64_t id, const char *ns, const bson_t *lsid)
 {
 	struct pin_item *it;
 
@@ -505,7 +505,7 @@ static void item_add(struct pin *pin, bool txn, int64_t id, const char *ns, cons
 	}
 }
 
-static void item_del(struct pin *pin, int i)
+static void item_del(struct lb_pin *pin, int i)
 {
 	free(pin->items[i].ns);
 	if (pin->items[i].lsid != NULL)
@@ -513,7 +513,7 @@ static void item_del(struct pin *pin, int i)
 	pin->items[i] = pin->items[--pin->nitems];
 }
 
-static void drop_cursor(struct pin *pin, int64_t id)
+static void drop_cursor(struct lb_pin *pin, int64_t id)
 {
 	for (int i = 0; i < pin->nitems; i++)
 		if (!pin->items[i].txn && pin->items[i].id == id) {
@@ -522,7 +522,7 @@ static void drop_cursor(struct pin *pin, int64_t id)
 		}
 }
 
-static void drop_txn(struct pin *pin, const bson_t *lsid)
+static void drop_txn(struct lb_pin *pin, const bson_t *lsid)
 {
 	for (int i = pin->nitems - 1; i >= 0; i--)
 		if (pin->items[i].txn && same_lsid(pin->items[i].lsid, lsid))
@@ -530,7 +530,7 @@ static void drop_txn(struct pin *pin, const bson_t *lsid)
 }
 
 /* killCursors reply: every id it names (killed, not found, unknown). */
-static void drop_killed(struct pin *pin, const bson_t *body)
+static void drop_killed(struct lb_pin *pin, const bson_t *body)
 {
 	static const char *const keys[] = {"cursorsKilled", "cursorsNotFound", "cursorsUnknown"};
 	bson_iter_t it, arr;
@@ -572,11 +572,11 @@ static void read_reply(const bson_t *body, struct reply_info *r)
 	}
 }
 
-static void queue_kill(struct pin *pin, int64_t id, const char *ns);
+static void queue_kill(struct lb_pin *pin, int64_t id, const char *ns);
 
 /* Its reply dropped, `req` runs again wanting a pin of its own (it waits for
  * room in the pool's queue, like a transaction) once `pin`'s kill is sent. */
-static void rerun_later(struct pin *pin, struct request *req)
+static void rerun_later(struct lb_pin *pin, struct request *req)
 {
 	struct pin_note *n = req->pin_note;
 
@@ -602,7 +602,7 @@ static void rerun_later(struct pin *pin, struct request *req)
 static bool open_on_reply(struct server *s, struct request *req, const struct reply_info *r)
 {
 	char why[300], msg[500];
-	struct pin *pin;
+	struct lb_pin *pin;
 
 	if (!(req->pin_note->op & PIN_OP_OPEN) || !r->ok || !r->have_cursor || r->id == 0)
 		return true; /* nothing stays open: the connection is released as usual */
@@ -633,7 +633,7 @@ static bool open_on_reply(struct server *s, struct request *req, const struct re
 
 bool pin_on_reply(struct server *s, struct request *req, const bson_t *body)
 {
-	struct pin *pin = s->pin;
+	struct lb_pin *pin = s->pin;
 	struct pin_note *n = req->pin_note;
 	struct reply_info r;
 
@@ -660,7 +660,7 @@ bool pin_on_reply(struct server *s, struct request *req, const bson_t *body)
 	return true;
 }
 
-static void pin_free(struct pin *pin)
+static void pin_free(struct lb_pin *pin)
 {
 	if (pin->owner != NULL) {
 		TAILQ_REMOVE(&pin->owner->pins, pin, owner_link);
@@ -698,7 +698,7 @@ void pin_after_exchange(struct server *s)
 
 static void after_exchange(struct server *s)
 {
-	struct pin *pin = s->pin;
+	struct lb_pin *pin = s->pin;
 	struct request_queue moved = {TAILQ_HEAD_INITIALIZER(moved.list), 0};
 
 	if (pin->nitems > 0 || pin->owner == NULL) {
@@ -718,7 +718,7 @@ static void after_exchange(struct server *s)
 
 void pin_server_closed(struct server *s)
 {
-	struct pin *pin = s->pin;
+	struct lb_pin *pin = s->pin;
 	struct request *req;
 
 	if (pin == NULL)
@@ -739,7 +739,7 @@ void pin_server_closed(struct server *s)
 
 /* ---- idle pins expire ------------------------------------------------- */
 
-static bool has_txn(const struct pin *pin)
+static bool has_txn(const struct lb_pin *pin)
 {
 	for (int i = 0; i < pin->nitems; i++)
 		if (pin->items[i].txn)
@@ -749,7 +749,7 @@ static bool has_txn(const struct pin *pin)
 
 /* A cursor pin (transactions keep theirs) whose connection has run nothing
  * for `limit` µs, and whose owner has nothing waiting there that it reads. */
-static bool idle_expired(const struct pin *pin, uint64_t now, uint64_t limit)
+static bool idle_expired(const struct lb_pin *pin, uint64_t now, uint64_t limit)
 {
 	return pin->owner != NULL && !has_txn(pin) && server_free(pin->server) &&
 	       (waitq_count(&pin->waiting) == 0 || !request_owner_may_dispatch(pin->owner)) &&
@@ -758,7 +758,7 @@ static bool idle_expired(const struct pin *pin, uint64_t now, uint64_t limit)
 
 /* Detach `pin` from its owner, kill its cursors on it and remember them;
  * its waiters go back to pool_submit (a getMore of one gets 43 there). */
-static void expire(struct pin *pin)
+static void expire(struct lb_pin *pin)
 {
 	struct request_owner *o = pin->owner;
 	struct request_queue moved = {TAILQ_HEAD_INITIALIZER(moved.list), 0};
@@ -783,7 +783,7 @@ static void expire(struct pin *pin)
 void pin_janitor(uint64_t now)
 {
 	uint64_t limit = (uint64_t)g.cfg.lb_pin_idle_timeout_ms * 1000;
-	struct pin *pin;
+	struct lb_pin *pin;
 
 	if (limit == 0)
 		return;
@@ -841,7 +841,7 @@ static const struct request_ops cleanup_ops = {
     .abandon = request_abandon_default,
 };
 
-static void queue_cmd(struct pin *pin, bson_t *cmd, const char *name)
+static void queue_cmd(struct lb_pin *pin, bson_t *cmd, const char *name)
 {
 	struct request *req = request_new(NULL, &cleanup_ops);
 
@@ -852,7 +852,7 @@ static void queue_cmd(struct pin *pin, bson_t *cmd, const char *name)
 	enqueue(pin, req);
 }
 
-static void queue_kill(struct pin *pin, int64_t id, const char *ns)
+static void queue_kill(struct lb_pin *pin, int64_t id, const char *ns)
 {
 	const char *dot = ns != NULL ? strchr(ns, '.') : NULL;
 	bson_t cmd, arr;
@@ -871,7 +871,7 @@ static void queue_kill(struct pin *pin, int64_t id, const char *ns)
 	bson_destroy(&cmd);
 }
 
-static void queue_abort(struct pin *pin, const struct pin_item *it)
+static void queue_abort(struct lb_pin *pin, const struct pin_item *it)
 {
 	bson_t cmd;
 
@@ -887,7 +887,7 @@ static void queue_abort(struct pin *pin, const struct pin_item *it)
 
 void pin_owner_closed(struct request_owner *o)
 {
-	struct pin *pin;
+	struct lb_pin *pin;
 
 	while ((pin = TAILQ_FIRST(&o->pins)) != NULL) {
 		TAILQ_REMOVE(&o->pins, pin, owner_link);
@@ -910,7 +910,7 @@ void pin_owner_closed(struct request_owner *o)
 
 bool pin_holds_cursor(uint64_t owner_id, int64_t id)
 {
-	const struct pin *pin;
+	const struct lb_pin *pin;
 
 	if (expired_find(owner_id, id) >= 0)
 		return true; /* killed when its pin expired */

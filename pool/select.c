@@ -19,14 +19,14 @@
 /* The transaction pin table: (lsid, txnNumber) -> member. Bounded; the
  * oldest entry is reused (a session runs one transaction at a time). */
 #define PIN_SLOTS 1024
-struct pin {
+struct txn_route {
 	uint8_t lsid[16];
 	int64_t txn_number;
 	struct pool *pool;
 	uint64_t used_usec;
 	bool in_use;
 };
-static struct pin pins[PIN_SLOTS];
+static struct txn_route pins[PIN_SLOTS];
 
 static uint64_t selection_limit_usec(void);
 static void fail_selection(struct request *req);

@@ -59,7 +59,7 @@ struct server {
 	struct waitq sticky_waiting; /* WAITQ_STICKY */
 	int32_t fence_id;	     /* requestID of the proxy's own {ping: 1} fence, 0: none */
 	int8_t compressor;	     /* pool/backend_compress.c: negotiated id, -1: none */
-	struct pin *pin;	     /* pool/pin.c: pinned to a load-balanced client (SV_ACTIVE) */
+	struct lb_pin *pin;	     /* pool/pin.c: pinned to a load-balanced client (SV_ACTIVE) */
 };
 
 TAILQ_HEAD(server_list, server);
