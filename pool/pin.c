@@ -712,11 +712,11 @@ static void after_exchange(struct server *s)
 	server_debug(s, "unpinned from C-%" PRIu64, pin->owner_id);
 	waitq_take_all(&pin->waiting, &moved);
 	pin_free(pin);
-	sticky_release(s); /* back to the pool */
+	server_released(s); /* back to the pool (the next watchers) */
 	waitq_resubmit(&moved, resubmit, NULL);
 }
 
-void pin_server_closed(struct server *s)
+static void pin_server_closed(struct server *s)
 {
 	struct lb_pin *pin = s->pin;
 	struct request *req;
@@ -736,6 +736,26 @@ void pin_server_closed(struct server *s)
 	}
 	pin_free(pin);
 }
+
+static bool watch_released(struct server *s)
+{
+	if (s->pin == NULL)
+		return false;
+	pin_after_exchange(s); /* next waiter, stay pinned, or back to the pool */
+	return true;
+}
+
+static void watch_closed(struct server *s, const struct server_closing *why)
+{
+	(void)why;
+	pin_server_closed(s);
+}
+
+const struct server_watcher pin_watcher = {
+    .name = "pin",
+    .released = watch_released,
+    .closed = watch_closed,
+};
 
 /* ---- idle pins expire ------------------------------------------------- */
 

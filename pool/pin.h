@@ -52,6 +52,7 @@
 
 struct pool;
 struct server;
+struct server_watcher;
 
 /* What a request's reply does to its pin (struct pin_note: op bits). */
 enum {
@@ -99,10 +100,10 @@ void pin_started(struct server *s, struct request *req);
  * here (its cursor found no room: killed, 462), only release `s`. */
 bool pin_on_reply(struct server *s, struct request *req, const bson_t *body)
     __attribute__((warn_unused_result));
+/* A pinned server's watcher (server.h): its releases and its close. */
+extern const struct server_watcher pin_watcher;
 /* server_release of a pinned server: next waiter, stay, or release. */
 void pin_after_exchange(struct server *s);
-/* `s` closes. */
-void pin_server_closed(struct server *s);
 /* o's output drained: run its pins' waiters. */
 void pin_owner_kick(struct request_owner *o);
 /* o's client closes (its requests were abandoned already). */

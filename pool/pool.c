@@ -18,9 +18,11 @@
 #include "pool/auth.h"
 #include "pool/backend_compress.h"
 #include "pool/backend_tls.h"
+#include "pool/pin.h"
 #include "pool/pool_int.h"
 #include "pool/pool_users.h"
 #include "pool/select.h"
+#include "pool/sticky.h"
 #include "core/topover.h"
 #include "core/globals.h"
 #include "core/stats.h"
@@ -108,6 +110,31 @@ void pool_init(struct pool *p, const char *name, const char *host, uint16_t port
 	p->backoff_ms = 100;
 }
 
+static bool watch_released(struct server *s)
+{
+	pool_server_idle(s);
+	return true;
+}
+
+static void watch_closed(struct server *s, const struct server_closing *why)
+{
+	if (why->was_connecting)
+		pool_connect_failed(s->pool, why->code, why->codename, why->reason);
+	else
+		pool_server_gone(s->pool);
+}
+
+static const struct server_watcher pool_watcher = {
+    .name = "pool",
+    .released = watch_released,
+    .closed = watch_closed,
+};
+
+/* Who hears of a connection's release and close, in order: its pin, its
+ * client's sticky order, then the pool (server.h). */
+static const struct server_watcher *const server_watchers[] = {&pin_watcher, &sticky_watcher,
+							       &pool_watcher, NULL};
+
 bool pool_init_all(const char *uri_str, char *err, size_t errlen)
 {
 	bson_error_t berr;
@@ -116,6 +143,7 @@ bool pool_init_all(const char *uri_str, char *err, size_t errlen)
 	bool ok = false;
 	int n = 0;
 
+	server_set_watchers(server_watchers);
 	if (uri == NULL) {
 		snprintf(err, errlen, "backend_uri: %s", berr.message);
 		return false;

@@ -41,7 +41,7 @@ static const struct waitq_ops sticky_waitq_ops = {
     .expired = pool_refuse_timeout,
 };
 
-void sticky_init(struct server *s)
+static void sticky_init(struct server *s)
 {
 	waitq_init(&s->sticky_waiting, &sticky_waitq_ops);
 }
@@ -148,7 +148,7 @@ void sticky_release(struct server *s)
 	waitq_resubmit(&moved, NULL, NULL);
 }
 
-void sticky_server_closed(struct server *s)
+static void sticky_server_closed(struct server *s)
 {
 	struct request_queue moved = {TAILQ_HEAD_INITIALIZER(moved.list), 0};
 
@@ -162,6 +162,33 @@ void sticky_owner_closed(struct request_owner *o)
 	if (o->sticky != NULL)
 		detach(o->sticky);
 }
+
+static bool watch_released(struct server *s)
+{
+	if (s->sticky_owner == NULL && waitq_count(&s->sticky_waiting) == 0)
+		return false; /* not sticky: the pool's */
+	sticky_release(s);
+	return true;
+}
+
+static void watch_closed(struct server *s, const struct server_closing *why)
+{
+	(void)why;
+	sticky_server_closed(s);
+}
+
+static void watch_freed(struct server *s)
+{
+	waitq_fini(&s->sticky_waiting);
+}
+
+const struct server_watcher sticky_watcher = {
+    .name = "sticky",
+    .opened = sticky_init,
+    .released = watch_released,
+    .closed = watch_closed,
+    .freed = watch_freed,
+};
 
 int sticky_clients(void)
 {
