@@ -30,6 +30,9 @@
  *    one that met room at submit and lost it by its reply, gets the 462 at
  *    once. Never a deadlock: every waiter either gets a pin freed by an
  *    exchange that is running or idle on a client's pin, or times out.
+ *    A request waiting on a pin's own queue (pool/waitq.h, WAITQ_PIN) also
+ *    gets the queue timeout (462) after queue_timeout_ms when the pin never
+ *    frees; the proxy's own cleanup commands there do not expire.
  *  - A cursor pin idle (nothing running or waiting) past
  *    lb_pin_idle_timeout_ms expires (janitor): its cursors are killed on it,
  *    it goes back to the pool, and the owner's getMore gets 43 saying so.
