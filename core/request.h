@@ -5,8 +5,9 @@
  * States and their lists (request_set_state() moves a request and logs
  * every move at debug; nothing else touches `queue_link`):
  *   REQ_NEW         on no list: being routed, or a batch waiting for its timer
- *   REQ_QUEUED      waiting for a backend connection: a pool's `waiting` or a
- *                   server's `sticky_waiting` (then `wait_server` is set)
+ *   REQ_QUEUED      waiting for a backend connection: on one wait queue
+ *                   (`waitq`, pool/waitq.h: a pool's, a sticky server's,
+ *                   the replica set's member wait, a load-balanced pin's)
  *   REQ_HELLO_WAIT  a handshake waiting for the first backend hello
  *                   (pool->hello_waiters)
  *   REQ_BATCHED     a lookup, member of a batch (batch->members, pool/batch.c)
@@ -43,8 +44,9 @@ struct wire_msg;
 struct backend_info;
 struct request;
 struct request_owner;
-struct pin;
+struct lb_pin;
 struct pin_note;
+struct waitq;
 
 enum request_state {
 	REQ_NEW,
@@ -113,15 +115,15 @@ struct request_owner_ops {
 /* Rules: `requests` holds every request of the owner in arrival order until
  * it is done or detached; `n_state` counts them per state (request.c only). */
 struct request_owner {
-	uint64_t id;			/* C-<id> in logs; the cursor table's owner id */
-	struct request_list requests;	/* parsed and not yet answered */
-	int inflight;			/* entries in `requests` */
-	int n_state[REQ_NSTATES + 1];	/* per state ([REQ_NSTATES]: scratch, "none") */
-	int n_phase[3];			/* requests per phase class: idle, waiting, running */
-	int phase;			/* the owner's phase, as counted in request.c */
-	struct server *sticky;		/* pool/sticky.c: connection of its unacknowledged write */
-	bool load_balanced;		/* pool/pin.c: said loadBalanced: true in its hello */
-	TAILQ_HEAD(pin_head, pin) pins; /* pool/pin.c: its pinned connections */
+	uint64_t id;		      /* C-<id> in logs; the cursor table's owner id */
+	struct request_list requests; /* parsed and not yet answered */
+	int inflight;		      /* entries in `requests` */
+	int n_state[REQ_NSTATES + 1]; /* per state ([REQ_NSTATES]: scratch, "none") */
+	int n_phase[3];		      /* requests per phase class: idle, waiting, running */
+	int phase;		      /* the owner's phase, as counted in request.c */
+	struct server *sticky;	      /* pool/sticky.c: connection of its unacknowledged write */
+	bool load_balanced;	      /* pool/pin.c: said loadBalanced: true in its hello */
+	TAILQ_HEAD(pin_head, lb_pin) pins; /* pool/pin.c: its pinned connections */
 	int n_pins;
 	const struct request_owner_ops *ops;
 };
@@ -136,7 +138,7 @@ struct request {
 	TAILQ_ENTRY(request) client_link;
 	TAILQ_ENTRY(request) queue_link;
 	struct request_queue *queue; /* the list it is on, NULL: none */
-	struct server *wait_server;  /* REQ_QUEUED on this server's sticky queue (pool/sticky.c) */
+	struct waitq *waitq;	     /* REQ_QUEUED: the wait queue it is on (pool/waitq.h) */
 	size_t held_bytes;	     /* message bytes counted in the memory bound until sent */
 	struct evbuffer *msg;	     /* message to send, header included */
 	int32_t client_request_id;   /* the client's requestID (our reply's responseTo) */
@@ -160,7 +162,7 @@ struct request {
 	struct cursor_note *cursor; /* proxy/cursor.c: what its reply updates in the cursor table */
 	/* pool/select.c (replica sets): the member it must go to (its cursor's,
 	 * its transaction's), its $readPreference (NULL: primary), its slot + 1
-	 * in the transaction pin table, and whether it waits for a member. */
+	 * in the transaction pin table. */
 	struct pool *route_pool;
 	/* auth_pool_mode = per_user: the logged-in user it runs as (pool/
 	 * pool_users.h; the owner or batch holds the reference), NULL: the
@@ -168,10 +170,9 @@ struct request {
 	struct pool_user *user;
 	bson_t *read_pref;
 	int txn_pin;
-	bool select_waiting;
 	/* pool/pin.c (load-balanced clients): the pinned connection it runs on
 	 * or waits for (REQ_QUEUED on the pin's queue), and its routing note. */
-	struct pin *pin;
+	struct lb_pin *pin;
 	struct pin_note *pin_note;
 	/* A request the proxy makes itself (no client; proxy/cauth_query.c): its
 	 * reply, or the error the proxy would have answered, goes here once;

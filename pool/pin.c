@@ -35,6 +35,7 @@
 #include "core/stats.h"
 #include "core/wire.h"
 #include "core/xalloc.h"
+#include "pool/gate.h"
 #include "pool/pool.h"
 #include "pool/server.h"
 #include "pool/sticky.h"
@@ -53,25 +54,25 @@ struct pin_item {
  * `pins` while the owner is there (owner NULL: its client closed, its pin
  * expired or its cursor found no room; the cleanup requests run, then it is
  * freed); `server->pin` points back. */
-struct pin {
-	TAILQ_ENTRY(pin) owner_link;
-	TAILQ_ENTRY(pin) all_link;
+struct lb_pin {
+	TAILQ_ENTRY(lb_pin) owner_link;
+	TAILQ_ENTRY(lb_pin) all_link;
 	struct request_owner *owner;
 	uint64_t owner_id;
 	struct server *server;
 	struct pin_item *items;
 	int nitems, cap;
-	struct request_queue waiting; /* REQ_QUEUED, req->pin == this */
-	struct request *rerun;	      /* REQ_NEW, its cursor found no room: re-submitted
-					 after this exchange (pin_after_exchange) */
-	bool held;		      /* has held a cursor or transaction (counted) */
-	bool expiring;		      /* pin_janitor: idle too long, to be expired */
+	struct waitq waiting;  /* WAITQ_PIN, req->pin == this */
+	struct request *rerun; /* REQ_NEW, its cursor found no room: re-submitted
+				  after this exchange (pin_after_exchange) */
+	bool held;	       /* has held a cursor or transaction (counted) */
+	bool expiring;	       /* pin_janitor: idle too long, to be expired */
 	/* the owner's identity when pinned (owner ops `identity`); "": unknown,
 	 * the pin counts for its own connection only */
 	char identity[PIN_IDENTITY_MAX];
 };
 
-TAILQ_HEAD(pin_list, pin);
+TAILQ_HEAD(pin_list, lb_pin);
 static struct pin_list all = TAILQ_HEAD_INITIALIZER(all);
 static int npins;
 
@@ -82,7 +83,7 @@ int pin_count(void)
 
 int pin_pool_count(const struct pool *p)
 {
-	const struct pin *pin;
+	const struct lb_pin *pin;
 	int n = 0;
 
 	TAILQ_FOREACH(pin, &all, all_link)
@@ -156,9 +157,9 @@ static bool same_lsid(const bson_t *a, const bson_t *b)
 	       memcmp(bson_get_data(a), bson_get_data(b), a->len) == 0;
 }
 
-static struct pin *find_pin(const struct request_owner *o, const struct pin_note *n, bool txn)
+static struct lb_pin *find_pin(const struct request_owner *o, const struct pin_note *n, bool txn)
 {
-	struct pin *pin;
+	struct lb_pin *pin;
 
 	TAILQ_FOREACH(pin, &o->pins, owner_link)
 		for (int i = 0; i < pin->nitems; i++) {
@@ -228,9 +229,9 @@ static bool may_open(const struct request *req)
 	return req->pin == NULL && req->pin_note != NULL && (req->pin_note->op & PIN_OP_OPEN);
 }
 
-static bool pool_room(const struct pool *p)
+static bool pool_room(struct pool *p)
 {
-	return pin_pool_count(p) < g.cfg.pool_size - 1;
+	return pool_gate(GATE_PIN, p, NULL, NULL);
 }
 
 static void owner_identity(const struct request_owner *o, char *out, size_t len)
@@ -243,7 +244,7 @@ static void owner_identity(const struct request_owner *o, char *out, size_t len)
  * when its identity is unknown); `id` gets the identity. */
 static int identity_pins(const struct request_owner *o, char *id, size_t len)
 {
-	const struct pin *pin;
+	const struct lb_pin *pin;
 	int n = 0;
 
 	owner_identity(o, id, len);
@@ -263,7 +264,7 @@ static bool owner_room(const struct request_owner *o)
 }
 
 /* Why o may not keep one more pin of p; false: it may. */
-static bool no_room(const struct request_owner *o, const struct pool *p, char *why, size_t len)
+static bool no_room(const struct request_owner *o, struct pool *p, char *why, size_t len)
 {
 	char id[PIN_IDENTITY_MAX];
 	int n = identity_pins(o, id, sizeof(id));
@@ -277,13 +278,13 @@ static bool no_room(const struct request_owner *o, const struct pool *p, char *w
 		snprintf(why, len,
 			 "%d of %s's pool_size = %" PRId64 " connections are pinned (at most "
 			 "pool_size - 1)",
-			 pin_pool_count(p), pool_name(p), g.cfg.pool_size);
+			 pin_pool_count(p), pool_name(p), pool_gate_size(p));
 	else
 		return false;
 	return true;
 }
 
-bool pin_may_dispatch(const struct request *req, const struct pool *p)
+bool pin_may_dispatch(const struct request *req, struct pool *p)
 {
 	return !wants(req) || req->owner == NULL || (pool_room(p) && owner_room(req->owner));
 }
@@ -365,29 +366,30 @@ static bool server_free(const struct server *s)
 	return s->req == NULL && s->fence_id == 0 && s->state == SV_ACTIVE;
 }
 
-static void enqueue(struct pin *pin, struct request *req)
+/* A pin's waiter expires like any other: queue_timeout_ms. */
+static const struct waitq_ops pin_waitq_ops = {
+    .kind = WAITQ_PIN,
+    .limit_usec = pool_queue_limit_usec,
+    .owner_clock = true,    /* its own client is the cause */
+    .keep_ownerless = true, /* cleanup: runs after the exchange it follows */
+    .expired = pool_refuse_timeout,
+};
+
+static void enqueue(struct lb_pin *pin, struct request *req)
 {
 	req->pin = pin;
 	req->pool = pin->server->pool;
 	req->enqueued_usec = g.now_usec;
-	request_set_state(req, REQ_QUEUED, &pin->waiting);
-}
-
-bool pin_unqueue(struct request *req)
-{
-	if (req->pin == NULL || req->queue != &req->pin->waiting)
-		return false;
-	request_set_state(req, REQ_NEW, NULL);
-	return true;
+	waitq_add(&pin->waiting, req);
 }
 
 /* Run the pin's first waiter that may go; false: none. */
-static bool run_next(struct pin *pin)
+static bool run_next(struct lb_pin *pin)
 {
 	struct request *req;
 
-	TAILQ_FOREACH(req, &pin->waiting.list, queue_link)
-		if (request_owner_may_dispatch(req->owner)) {
+	TAILQ_FOREACH(req, &pin->waiting.q.list, queue_link)
+		if (pool_gate(GATE_RUN_HERE, pin->server->pool, req, pin->server)) {
 			pool_dispatch(pin->server, req);
 			return true;
 		}
@@ -395,13 +397,13 @@ static bool run_next(struct pin *pin)
 }
 
 /* The client's pin with the fewest waiters. */
-static struct pin *least_busy(const struct request_owner *o)
+static struct lb_pin *least_busy(const struct request_owner *o)
 {
-	struct pin *pin, *best = NULL;
+	struct lb_pin *pin, *best = NULL;
 
 	TAILQ_FOREACH(pin, &o->pins, owner_link)
-		if (best == NULL || pin->waiting.n + (pin->server->req != NULL) <
-					best->waiting.n + (best->server->req != NULL))
+		if (best == NULL || waitq_count(&pin->waiting) + (pin->server->req != NULL) <
+					waitq_count(&best->waiting) + (best->server->req != NULL))
 			best = pin;
 	return best;
 }
@@ -421,7 +423,7 @@ static void keep_retry_copy(struct request *req)
 
 bool pin_submit(struct request *req, struct pool *p)
 {
-	struct pin *pin = req->pin;
+	struct lb_pin *pin = req->pin;
 
 	if (expired_refuse(req))
 		return true;
@@ -446,7 +448,7 @@ bool pin_submit(struct request *req, struct pool *p)
 
 void pin_owner_kick(struct request_owner *o)
 {
-	struct pin *pin;
+	struct lb_pin *pin;
 
 	TAILQ_FOREACH(pin, &o->pins, owner_link)
 		if (server_free(pin->server))
@@ -456,12 +458,12 @@ void pin_owner_kick(struct request_owner *o)
 /* ---- pins ------------------------------------------------------------- */
 
 /* `s` becomes a pin of `o` (NULL: owner-less, for cleanup commands only). */
-static struct pin *pin_new(struct server *s, struct request_owner *o)
+static struct lb_pin *pin_new(struct server *s, struct request_owner *o)
 {
-	struct pin *pin = xcalloc(1, sizeof(*pin));
+	struct lb_pin *pin = xcalloc(1, sizeof(*pin));
 
 	pin->server = s;
-	REQUEST_QUEUE_INIT(&pin->waiting);
+	waitq_init(&pin->waiting, &pin_waitq_ops);
 	TAILQ_INSERT_TAIL(&all, pin, all_link);
 	npins++;
 	s->pin = pin;
@@ -484,7 +486,7 @@ void pin_started(struct server *s, struct request *req)
 	req->pin_note->op &= ~(unsigned)PIN_OP_WANT;
 }
 
-static void item_add(struct pin *pin, bool txn, int64_t id, const char *ns, const bson_t *lsid)
+static void item_add(struct lb_pin *pin, bool txn, int64_t id, const char *ns, const bson_t *lsid)
 {
 	struct pin_item *it;
 
@@ -503,7 +505,7 @@ static void item_add(struct pin *pin, bool txn, int64_t id, const char *ns, cons
 	}
 }
 
-static void item_del(struct pin *pin, int i)
+static void item_del(struct lb_pin *pin, int i)
 {
 	free(pin->items[i].ns);
 	if (pin->items[i].lsid != NULL)
@@ -511,7 +513,7 @@ static void item_del(struct pin *pin, int i)
 	pin->items[i] = pin->items[--pin->nitems];
 }
 
-static void drop_cursor(struct pin *pin, int64_t id)
+static void drop_cursor(struct lb_pin *pin, int64_t id)
 {
 	for (int i = 0; i < pin->nitems; i++)
 		if (!pin->items[i].txn && pin->items[i].id == id) {
@@ -520,7 +522,7 @@ static void drop_cursor(struct pin *pin, int64_t id)
 		}
 }
 
-static void drop_txn(struct pin *pin, const bson_t *lsid)
+static void drop_txn(struct lb_pin *pin, const bson_t *lsid)
 {
 	for (int i = pin->nitems - 1; i >= 0; i--)
 		if (pin->items[i].txn && same_lsid(pin->items[i].lsid, lsid))
@@ -528,7 +530,7 @@ static void drop_txn(struct pin *pin, const bson_t *lsid)
 }
 
 /* killCursors reply: every id it names (killed, not found, unknown). */
-static void drop_killed(struct pin *pin, const bson_t *body)
+static void drop_killed(struct lb_pin *pin, const bson_t *body)
 {
 	static const char *const keys[] = {"cursorsKilled", "cursorsNotFound", "cursorsUnknown"};
 	bson_iter_t it, arr;
@@ -570,11 +572,11 @@ static void read_reply(const bson_t *body, struct reply_info *r)
 	}
 }
 
-static void queue_kill(struct pin *pin, int64_t id, const char *ns);
+static void queue_kill(struct lb_pin *pin, int64_t id, const char *ns);
 
 /* Its reply dropped, `req` runs again wanting a pin of its own (it waits for
  * room in the pool's queue, like a transaction) once `pin`'s kill is sent. */
-static void rerun_later(struct pin *pin, struct request *req)
+static void rerun_later(struct lb_pin *pin, struct request *req)
 {
 	struct pin_note *n = req->pin_note;
 
@@ -600,7 +602,7 @@ static void rerun_later(struct pin *pin, struct request *req)
 static bool open_on_reply(struct server *s, struct request *req, const struct reply_info *r)
 {
 	char why[300], msg[500];
-	struct pin *pin;
+	struct lb_pin *pin;
 
 	if (!(req->pin_note->op & PIN_OP_OPEN) || !r->ok || !r->have_cursor || r->id == 0)
 		return true; /* nothing stays open: the connection is released as usual */
@@ -631,7 +633,7 @@ static bool open_on_reply(struct server *s, struct request *req, const struct re
 
 bool pin_on_reply(struct server *s, struct request *req, const bson_t *body)
 {
-	struct pin *pin = s->pin;
+	struct lb_pin *pin = s->pin;
 	struct pin_note *n = req->pin_note;
 	struct reply_info r;
 
@@ -658,7 +660,7 @@ bool pin_on_reply(struct server *s, struct request *req, const bson_t *body)
 	return true;
 }
 
-static void pin_free(struct pin *pin)
+static void pin_free(struct lb_pin *pin)
 {
 	if (pin->owner != NULL) {
 		TAILQ_REMOVE(&pin->owner->pins, pin, owner_link);
@@ -666,6 +668,7 @@ static void pin_free(struct pin *pin)
 	}
 	TAILQ_REMOVE(&all, pin, all_link);
 	npins--;
+	waitq_fini(&pin->waiting);
 	pin->server->pin = NULL;
 	while (pin->nitems > 0)
 		item_del(pin, pin->nitems - 1);
@@ -673,16 +676,12 @@ static void pin_free(struct pin *pin)
 	free(pin);
 }
 
-/* Off the pin, in order, staged in REQ_NEW on a local list. */
-static void take_waiters(struct pin *pin, struct request_list *moved)
+/* A former waiter of a pin that ended goes back to pool_submit. */
+static void resubmit(struct request *req, void *arg)
 {
-	struct request *req;
-
-	while ((req = TAILQ_FIRST(&pin->waiting.list)) != NULL) {
-		request_set_state(req, REQ_NEW, NULL);
-		req->pin = NULL; /* a shared cursor-opening one may pin on its reply */
-		TAILQ_INSERT_TAIL(moved, req, queue_link);
-	}
+	(void)arg;
+	req->pin = NULL; /* a shared cursor-opening one may pin on its reply */
+	pool_submit(req);
 }
 
 static void after_exchange(struct server *s);
@@ -699,31 +698,27 @@ void pin_after_exchange(struct server *s)
 
 static void after_exchange(struct server *s)
 {
-	struct pin *pin = s->pin;
-	struct request_list moved = TAILQ_HEAD_INITIALIZER(moved);
-	struct request *req;
+	struct lb_pin *pin = s->pin;
+	struct request_queue moved = {TAILQ_HEAD_INITIALIZER(moved.list), 0};
 
 	if (pin->nitems > 0 || pin->owner == NULL) {
 		if (run_next(pin))
 			return;
-		if (pin->owner != NULL || pin->waiting.n > 0) {
+		if (pin->owner != NULL || waitq_count(&pin->waiting) > 0) {
 			s->idle_since_usec = g.now_usec; /* pinned, idle */
 			return;
 		}
 	}
 	server_debug(s, "unpinned from C-%" PRIu64, pin->owner_id);
-	take_waiters(pin, &moved);
+	waitq_take_all(&pin->waiting, &moved);
 	pin_free(pin);
-	sticky_release(s); /* back to the pool */
-	while ((req = TAILQ_FIRST(&moved)) != NULL) {
-		TAILQ_REMOVE(&moved, req, queue_link);
-		pool_submit(req);
-	}
+	server_released(s); /* back to the pool (the next watchers) */
+	waitq_resubmit(&moved, resubmit, NULL);
 }
 
-void pin_server_closed(struct server *s)
+static void pin_server_closed(struct server *s)
 {
-	struct pin *pin = s->pin;
+	struct lb_pin *pin = s->pin;
 	struct request *req;
 
 	if (pin == NULL)
@@ -733,8 +728,8 @@ void pin_server_closed(struct server *s)
 		req->ops->network_error(req, MP_ERR(HOST_UNREACHABLE),
 					"the backend connection closed");
 	}
-	while ((req = TAILQ_FIRST(&pin->waiting.list)) != NULL) {
-		request_set_state(req, REQ_NEW, NULL);
+	while ((req = waitq_first(&pin->waiting)) != NULL) {
+		waitq_unqueue(req);
 		req->pin = NULL;
 		req->ops->network_error(req, MP_ERR(HOST_UNREACHABLE),
 					"the pinned backend connection closed");
@@ -742,9 +737,29 @@ void pin_server_closed(struct server *s)
 	pin_free(pin);
 }
 
+static bool watch_released(struct server *s)
+{
+	if (s->pin == NULL)
+		return false;
+	pin_after_exchange(s); /* next waiter, stay pinned, or back to the pool */
+	return true;
+}
+
+static void watch_closed(struct server *s, const struct server_closing *why)
+{
+	(void)why;
+	pin_server_closed(s);
+}
+
+const struct server_watcher pin_watcher = {
+    .name = "pin",
+    .released = watch_released,
+    .closed = watch_closed,
+};
+
 /* ---- idle pins expire ------------------------------------------------- */
 
-static bool has_txn(const struct pin *pin)
+static bool has_txn(const struct lb_pin *pin)
 {
 	for (int i = 0; i < pin->nitems; i++)
 		if (pin->items[i].txn)
@@ -754,23 +769,22 @@ static bool has_txn(const struct pin *pin)
 
 /* A cursor pin (transactions keep theirs) whose connection has run nothing
  * for `limit` µs, and whose owner has nothing waiting there that it reads. */
-static bool idle_expired(const struct pin *pin, uint64_t now, uint64_t limit)
+static bool idle_expired(const struct lb_pin *pin, uint64_t now, uint64_t limit)
 {
 	return pin->owner != NULL && !has_txn(pin) && server_free(pin->server) &&
-	       (pin->waiting.n == 0 || !request_owner_may_dispatch(pin->owner)) &&
+	       (waitq_count(&pin->waiting) == 0 || !request_owner_may_dispatch(pin->owner)) &&
 	       now - pin->server->idle_since_usec > limit;
 }
 
 /* Detach `pin` from its owner, kill its cursors on it and remember them;
  * its waiters go back to pool_submit (a getMore of one gets 43 there). */
-static void expire(struct pin *pin)
+static void expire(struct lb_pin *pin)
 {
 	struct request_owner *o = pin->owner;
-	struct request_list moved = TAILQ_HEAD_INITIALIZER(moved);
-	struct request *req;
+	struct request_queue moved = {TAILQ_HEAD_INITIALIZER(moved.list), 0};
 
 	STAT_INC(lb_pins_expired);
-	take_waiters(pin, &moved);
+	waitq_take_all(&pin->waiting, &moved);
 	TAILQ_REMOVE(&o->pins, pin, owner_link);
 	o->n_pins--;
 	pin->owner = NULL;
@@ -783,16 +797,13 @@ static void expire(struct pin *pin)
 		    "lb_pin_idle_timeout_ms = %" PRId64 " ms: killing its %d cursors, releasing it",
 		    pin->owner_id, g.cfg.lb_pin_idle_timeout_ms, pin->nitems);
 	pin_after_exchange(pin->server);
-	while ((req = TAILQ_FIRST(&moved)) != NULL) {
-		TAILQ_REMOVE(&moved, req, queue_link);
-		pool_submit(req);
-	}
+	waitq_resubmit(&moved, resubmit, NULL);
 }
 
 void pin_janitor(uint64_t now)
 {
 	uint64_t limit = (uint64_t)g.cfg.lb_pin_idle_timeout_ms * 1000;
-	struct pin *pin;
+	struct lb_pin *pin;
 
 	if (limit == 0)
 		return;
@@ -850,7 +861,7 @@ static const struct request_ops cleanup_ops = {
     .abandon = request_abandon_default,
 };
 
-static void queue_cmd(struct pin *pin, bson_t *cmd, const char *name)
+static void queue_cmd(struct lb_pin *pin, bson_t *cmd, const char *name)
 {
 	struct request *req = request_new(NULL, &cleanup_ops);
 
@@ -861,7 +872,7 @@ static void queue_cmd(struct pin *pin, bson_t *cmd, const char *name)
 	enqueue(pin, req);
 }
 
-static void queue_kill(struct pin *pin, int64_t id, const char *ns)
+static void queue_kill(struct lb_pin *pin, int64_t id, const char *ns)
 {
 	const char *dot = ns != NULL ? strchr(ns, '.') : NULL;
 	bson_t cmd, arr;
@@ -880,7 +891,7 @@ static void queue_kill(struct pin *pin, int64_t id, const char *ns)
 	bson_destroy(&cmd);
 }
 
-static void queue_abort(struct pin *pin, const struct pin_item *it)
+static void queue_abort(struct lb_pin *pin, const struct pin_item *it)
 {
 	bson_t cmd;
 
@@ -896,7 +907,7 @@ static void queue_abort(struct pin *pin, const struct pin_item *it)
 
 void pin_owner_closed(struct request_owner *o)
 {
-	struct pin *pin;
+	struct lb_pin *pin;
 
 	while ((pin = TAILQ_FIRST(&o->pins)) != NULL) {
 		TAILQ_REMOVE(&o->pins, pin, owner_link);
@@ -911,7 +922,7 @@ void pin_owner_closed(struct request_owner *o)
 		server_info(pin->server,
 			    "load-balanced C-%" PRIu64 " closed: %d cleanup commands on its pinned "
 			    "connection",
-			    pin->owner_id, pin->waiting.n);
+			    pin->owner_id, waitq_count(&pin->waiting));
 		if (server_free(pin->server))
 			pin_after_exchange(pin->server);
 	}
@@ -919,7 +930,7 @@ void pin_owner_closed(struct request_owner *o)
 
 bool pin_holds_cursor(uint64_t owner_id, int64_t id)
 {
-	const struct pin *pin;
+	const struct lb_pin *pin;
 
 	if (expired_find(owner_id, id) >= 0)
 		return true; /* killed when its pin expired */

@@ -30,6 +30,9 @@
  *    one that met room at submit and lost it by its reply, gets the 462 at
  *    once. Never a deadlock: every waiter either gets a pin freed by an
  *    exchange that is running or idle on a client's pin, or times out.
+ *    A request waiting on a pin's own queue (pool/waitq.h, WAITQ_PIN) also
+ *    gets the queue timeout (462) after queue_timeout_ms when the pin never
+ *    frees; the proxy's own cleanup commands there do not expire.
  *  - A cursor pin idle (nothing running or waiting) past
  *    lb_pin_idle_timeout_ms expires (janitor): its cursors are killed on it,
  *    it goes back to the pool, and the owner's getMore gets 43 saying so.
@@ -52,6 +55,7 @@
 
 struct pool;
 struct server;
+struct server_watcher;
 
 /* What a request's reply does to its pin (struct pin_note: op bits). */
 enum {
@@ -89,7 +93,7 @@ void pin_note_free(struct pin_note *n);
  * dispatched to a pin). */
 bool pin_submit(struct request *req, struct pool *p);
 /* May `req` be dispatched to a fresh connection of `p` now (pin bounds)? */
-bool pin_may_dispatch(const struct request *req, const struct pool *p);
+bool pin_may_dispatch(const struct request *req, struct pool *p);
 /* A waiting request held back only by the pool's pin bound: refuse it. */
 bool pin_blocked(const struct request *req);
 void pin_refuse_timeout(struct request *req);
@@ -99,12 +103,10 @@ void pin_started(struct server *s, struct request *req);
  * here (its cursor found no room: killed, 462), only release `s`. */
 bool pin_on_reply(struct server *s, struct request *req, const bson_t *body)
     __attribute__((warn_unused_result));
+/* A pinned server's watcher (server.h): its releases and its close. */
+extern const struct server_watcher pin_watcher;
 /* server_release of a pinned server: next waiter, stay, or release. */
 void pin_after_exchange(struct server *s);
-/* `s` closes. */
-void pin_server_closed(struct server *s);
-/* Take `req` off its pin's queue; false: it is not on one. */
-bool pin_unqueue(struct request *req);
 /* o's output drained: run its pins' waiters. */
 void pin_owner_kick(struct request_owner *o);
 /* o's client closes (its requests were abandoned already). */

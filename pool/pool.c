@@ -18,9 +18,11 @@
 #include "pool/auth.h"
 #include "pool/backend_compress.h"
 #include "pool/backend_tls.h"
+#include "pool/pin.h"
 #include "pool/pool_int.h"
 #include "pool/pool_users.h"
 #include "pool/select.h"
+#include "pool/sticky.h"
 #include "core/topover.h"
 #include "core/globals.h"
 #include "core/stats.h"
@@ -102,11 +104,36 @@ void pool_init(struct pool *p, const char *name, const char *host, uint16_t port
 	TAILQ_INIT(&p->connecting);
 	TAILQ_INIT(&p->idle);
 	TAILQ_INIT(&p->active);
-	REQUEST_QUEUE_INIT(&p->waiting);
+	waitq_init(&p->waiting, &pool_waitq_ops);
 	REQUEST_QUEUE_INIT(&p->hello_waiters);
 	p->usable = true;
 	p->backoff_ms = 100;
 }
+
+static bool watch_released(struct server *s)
+{
+	pool_server_idle(s);
+	return true;
+}
+
+static void watch_closed(struct server *s, const struct server_closing *why)
+{
+	if (why->was_connecting)
+		pool_connect_failed(s->pool, why->code, why->codename, why->reason);
+	else
+		pool_server_gone(s->pool);
+}
+
+static const struct server_watcher pool_watcher = {
+    .name = "pool",
+    .released = watch_released,
+    .closed = watch_closed,
+};
+
+/* Who hears of a connection's release and close, in order: its pin, its
+ * client's sticky order, then the pool (server.h). */
+static const struct server_watcher *const server_watchers[] = {&pin_watcher, &sticky_watcher,
+							       &pool_watcher, NULL};
 
 bool pool_init_all(const char *uri_str, char *err, size_t errlen)
 {
@@ -116,6 +143,7 @@ bool pool_init_all(const char *uri_str, char *err, size_t errlen)
 	bool ok = false;
 	int n = 0;
 
+	server_set_watchers(server_watchers);
 	if (uri == NULL) {
 		snprintf(err, errlen, "backend_uri: %s", berr.message);
 		return false;
@@ -226,7 +254,7 @@ static void fail_waiters(struct pool *p, int code, const char *codename, const c
 		pool_unqueue(req);
 		fail_unreachable_code(p, req, code, codename, why);
 	}
-	while ((req = TAILQ_FIRST(&p->waiting.list)) != NULL) {
+	while ((req = waitq_first(&p->waiting)) != NULL) {
 		pool_unqueue(req);
 		fail_unreachable_code(p, req, code, codename, why);
 	}
@@ -234,30 +262,43 @@ static void fail_waiters(struct pool *p, int code, const char *codename, const c
 
 static void advance_target(void);
 
+static void wait_hello_again(struct request *req, void *arg)
+{
+	(void)arg;
+	pool_wait_hello(req, req->hello_answer);
+}
+
+/* Replica set: a request bound to the failed member p fails, the others
+ * are submitted again. */
+struct rs_failure {
+	struct pool *p;
+	int code;
+	const char *codename, *why;
+};
+
+static void rs_resubmit(struct request *req, void *arg)
+{
+	const struct rs_failure *f = arg;
+
+	if (req->route_pool == f->p)
+		fail_unreachable_code(f->p, req, f->code, f->codename, f->why);
+	else
+		pool_submit(req);
+}
+
 /* Hand everything waiting on `from` to the (new) target pool (staged on
  * local lists in REQ_NEW: no state list holds them meanwhile). */
 static void requeue_waiters(struct pool *from)
 {
-	struct request_list hellos = TAILQ_HEAD_INITIALIZER(hellos);
-	struct request_list reqs = TAILQ_HEAD_INITIALIZER(reqs);
+	struct request_queue hellos = {TAILQ_HEAD_INITIALIZER(hellos.list), 0};
+	struct request_queue reqs = {TAILQ_HEAD_INITIALIZER(reqs.list), 0};
 	struct request *req;
 
-	while ((req = TAILQ_FIRST(&from->hello_waiters.list)) != NULL) {
-		pool_unqueue(req);
-		TAILQ_INSERT_TAIL(&hellos, req, queue_link);
-	}
-	while ((req = TAILQ_FIRST(&from->waiting.list)) != NULL) {
-		pool_unqueue(req);
-		TAILQ_INSERT_TAIL(&reqs, req, queue_link);
-	}
-	while ((req = TAILQ_FIRST(&hellos)) != NULL) {
-		TAILQ_REMOVE(&hellos, req, queue_link);
-		pool_wait_hello(req, req->hello_answer);
-	}
-	while ((req = TAILQ_FIRST(&reqs)) != NULL) {
-		TAILQ_REMOVE(&reqs, req, queue_link);
-		pool_submit(req);
-	}
+	while ((req = TAILQ_FIRST(&from->hello_waiters.list)) != NULL)
+		request_set_state(req, REQ_NEW, &hellos);
+	waitq_take_all(&from->waiting, &reqs);
+	waitq_resubmit(&hellos, wait_hello_again, NULL);
+	waitq_resubmit(&reqs, NULL, NULL);
 }
 
 /* Replica set: a member failed to connect. Requests bound to it (cursor,
@@ -265,6 +306,7 @@ static void requeue_waiters(struct pool *from)
 void pool_rs_requeue(struct pool *p, int code, const char *codename, const char *why)
 {
 	struct request_queue reqs = {TAILQ_HEAD_INITIALIZER(reqs.list), 0};
+	struct rs_failure f = {p, code, codename, why};
 	struct request *req;
 
 	while ((req = TAILQ_FIRST(&p->hello_waiters.list)) != NULL) {
@@ -274,15 +316,8 @@ void pool_rs_requeue(struct pool *p, int code, const char *codename, const char 
 		else
 			fail_unreachable_code(p, req, code, codename, why);
 	}
-	while ((req = TAILQ_FIRST(&p->waiting.list)) != NULL)
-		request_set_state(req, REQ_NEW, &reqs); /* off the pool, kept in order */
-	while ((req = TAILQ_FIRST(&reqs.list)) != NULL) {
-		request_set_state(req, REQ_NEW, NULL);
-		if (req->route_pool == p)
-			fail_unreachable_code(p, req, code, codename, why);
-		else
-			pool_submit(req);
-	}
+	waitq_take_all(&p->waiting, &reqs); /* off the pool, kept in order */
+	waitq_resubmit(&reqs, rs_resubmit, &f);
 }
 
 static void rs_connect_failed(struct pool *p, int code, const char *codename, const char *why)

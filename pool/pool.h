@@ -41,7 +41,7 @@ struct pool {
 	struct server_list idle;       /* SV_IDLE, most recently used first */
 	struct server_list active;     /* SV_ACTIVE */
 	int n_connecting, n_idle, n_active;
-	struct request_queue waiting; /* REQ_QUEUED for a connection, by round */
+	struct waitq waiting; /* WAITQ_POOL: for a connection, by round */
 	/* REQ_HELLO_WAIT: handshakes waiting for backend_info */
 	struct request_queue hello_waiters;
 	uint64_t round;		    /* round of the last dispatched request */
@@ -96,6 +96,8 @@ void pool_dispatch(struct server *s, struct request *req);
 void pool_owner_kick(struct request_owner *o);
 /* Refuse a request that waited longer than queue_timeout_ms. */
 void pool_refuse_timeout(struct request *req);
+/* queue_timeout_ms in µs (0: no limit), the limit of the connection waits. */
+uint64_t pool_queue_limit_usec(void);
 
 /* Server callbacks. */
 void pool_server_ready(struct server *s, const struct backend_info *bi);

@@ -20,21 +20,18 @@
 #include "core/errors.h"
 #include "core/globals.h"
 #include "core/stats.h"
+#include "pool/gate.h"
 #include "pool/pin.h"
 #include "pool/pool_int.h"
 #include "pool/pool_users.h"
 #include "pool/select.h"
 #include "pool/sticky.h"
 
-static bool may_connect(const struct pool *p)
+/* Open connections for waiting requests that no connecting server covers
+ * (step: GATE_CONNECT, or GATE_REFILL from the janitor). */
+void pool_connect_for_waiters_at(struct pool *p, enum gate_step step)
 {
-	return pool_live(p) < g.cfg.pool_size && g.now_usec >= p->next_connect_usec;
-}
-
-/* Open connections for waiting requests that no connecting server covers. */
-void pool_connect_for_waiters(struct pool *p)
-{
-	int want = p->waiting.n;
+	int want = waitq_count(&p->waiting);
 
 	if (p->addrlen == 0)
 		return; /* the unresolved mongodb+srv:// placeholder */
@@ -42,11 +39,16 @@ void pool_connect_for_waiters(struct pool *p)
 		want = 1;
 	if ((p->last_code == 18 || p->tls_failed) && want > 1)
 		want = 1; /* credentials or TLS failed: one probe per backoff step */
-	while (want > p->n_connecting && may_connect(p) && pool_cap_room(p, true)) {
+	while (want > p->n_connecting && pool_gate(step, p, NULL, NULL)) {
 		if (!server_connect(p))
 			return;
 		pool_cap_note_peak();
 	}
+}
+
+void pool_connect_for_waiters(struct pool *p)
+{
+	pool_connect_for_waiters_at(p, GATE_CONNECT);
 }
 
 /* The highest round among req's owner's requests waiting in p's queue. */
@@ -58,7 +60,7 @@ static uint64_t owner_round(const struct pool *p, const struct request *req)
 	if (req->owner == NULL || req->owner->n_state[REQ_QUEUED] == 0)
 		return 0;
 	TAILQ_FOREACH(r, &req->owner->requests, client_link)
-		if (r->queue == &p->waiting && r->round > max)
+		if (r->waitq == &p->waiting && r->round > max)
 			max = r->round;
 	return max;
 }
@@ -71,10 +73,10 @@ static void enqueue(struct pool *p, struct request *req)
 	if (mine > r)
 		r = mine;
 	req->round = r + 1;
-	after = TAILQ_LAST(&p->waiting.list, request_list);
+	after = TAILQ_LAST(&p->waiting.q.list, request_list);
 	while (after != NULL && after->round > req->round)
 		after = TAILQ_PREV(after, request_list, queue_link);
-	request_set_state_after(req, REQ_QUEUED, &p->waiting, after);
+	waitq_add_after(&p->waiting, req, after);
 	req->pool = p;
 	req->enqueued_usec = g.now_usec;
 }
@@ -83,17 +85,10 @@ void pool_unqueue(struct request *req)
 {
 	if (!request_waiting(req))
 		return;
-	if (req->select_waiting) {
-		select_unqueue(req);
-		return;
-	}
-	if (req->wait_server != NULL) {
-		sticky_unqueue(req);
-		return;
-	}
-	if (pin_unqueue(req))
-		return;
-	request_set_state(req, REQ_NEW, NULL);
+	if (req->waitq != NULL)
+		waitq_unqueue(req);
+	else
+		request_set_state(req, REQ_NEW, NULL); /* REQ_HELLO_WAIT */
 }
 
 static void dispatch(struct server *s, struct request *req)
@@ -121,23 +116,20 @@ void pool_dispatch(struct server *s, struct request *req)
 }
 
 /*
- * May `req` go to a backend now? Not while its client cannot take more
- * replies (its owner's may_dispatch), nor ahead of its client's moreToCome write
- * that still waits (sticky.h). Such requests keep their place in the queue
- * and are skipped; pool_owner_kick runs them when their client drains.
+ * May `req` go to a backend now (pool_gate, GATE_DISPATCH)? Requests the
+ * gate holds back keep their place in the queue and are skipped;
+ * pool_owner_kick runs them when their client drains.
  */
 static bool may_dispatch(const struct request *req)
 {
-	return req->owner == NULL ||
-	       (request_owner_may_dispatch(req->owner) && !sticky_behind_unacked(req) &&
-		pin_may_dispatch(req, req->pool));
+	return pool_gate(GATE_DISPATCH, req->pool, req, NULL);
 }
 
 static struct request *first_dispatchable(struct pool *p)
 {
 	struct request *req;
 
-	TAILQ_FOREACH(req, &p->waiting.list, queue_link)
+	TAILQ_FOREACH(req, &p->waiting.q.list, queue_link)
 		if (may_dispatch(req))
 			return req;
 	return NULL;
@@ -153,8 +145,7 @@ void pool_owner_kick(struct request_owner *o)
 		if (o->n_state[REQ_QUEUED] == 0)
 			return;
 		TAILQ_FOREACH(req, &o->requests, client_link)
-			if (req->state == REQ_QUEUED && req->wait_server == NULL &&
-			    !req->select_waiting && req->pin == NULL)
+			if (waitq_is(req, WAITQ_POOL))
 				break;
 		if (req == NULL || !may_dispatch(req) ||
 		    (s = TAILQ_FIRST(&req->pool->idle)) == NULL)
@@ -241,15 +232,10 @@ void pool_server_idle(struct server *s)
 
 	if (s->state == SV_JUSTFREE)
 		return;
-	/* Surplus after a shrink: retire it now, even with requests waiting
-	 * (the remaining connections serve them). */
-	if (pool_live(p) > g.cfg.pool_size) {
-		server_close(s, MP_ERR(HOST_UNREACHABLE), "pool shrank (pool_size = %" PRId64 ")",
-			     g.cfg.pool_size);
+	/* Surplus after a shrink: retired now, even with requests waiting (the
+	 * remaining connections serve them); max_backend_conn may hand it over. */
+	if (!pool_gate(GATE_TAKE_NEXT, p, NULL, s))
 		return;
-	}
-	if (pool_cap_retire(s))
-		return; /* max_backend_conn: a pool with no connection gets this slot */
 	if (req != NULL) {
 		dispatch(s, req);
 		return;
@@ -258,28 +244,27 @@ void pool_server_idle(struct server *s)
 	s->idle_since_usec = g.now_usec;
 }
 
-static void expire_waiting(struct pool *p, uint64_t now)
+uint64_t pool_queue_limit_usec(void)
 {
-	uint64_t limit = (uint64_t)g.cfg.queue_timeout_ms * 1000;
-	struct request *req, *tmp;
-
-	sticky_expire(p, now);
-	if (limit == 0)
-		return;
-	TAILQ_FOREACH_SAFE(req, &p->waiting.list, queue_link, tmp) {
-		/* Skipped because its own client does not read its replies: the
-		 * client is the cause, so its wait counts from when it drains. */
-		if (!request_owner_may_dispatch(req->owner))
-			req->enqueued_usec = now;
-		if (now - req->enqueued_usec <= limit)
-			continue;
-		pool_unqueue(req);
-		if (pin_blocked(req))
-			pin_refuse_timeout(req); /* load-balanced: no pin came free */
-		else
-			pool_refuse_timeout(req);
-	}
+	return (uint64_t)g.cfg.queue_timeout_ms * 1000;
 }
+
+static void pool_waiter_expired(struct request *req)
+{
+	if (pin_blocked(req))
+		pin_refuse_timeout(req); /* load-balanced: no pin came free */
+	else
+		pool_refuse_timeout(req);
+}
+
+/* A request skipped because its own client does not read its replies: the
+ * client is the cause, so its wait counts from when it drains. */
+const struct waitq_ops pool_waitq_ops = {
+    .kind = WAITQ_POOL,
+    .limit_usec = pool_queue_limit_usec,
+    .owner_clock = true,
+    .expired = pool_waiter_expired,
+};
 
 static void expire_servers(struct pool *p, uint64_t now)
 {
@@ -305,16 +290,12 @@ static void expire_servers(struct pool *p, uint64_t now)
 				    g.cfg.query_timeout_ms);
 			}
 	TAILQ_FOREACH_SAFE(s, &p->idle, link, tmp) {
-		bool too_many = pool_live(p) > g.cfg.pool_size;
 		/* A user's pool keeps no minimum: it empties and is freed. */
 		int64_t keep = p->parent != NULL ? 0 : g.cfg.min_pool_size;
-		bool idle_too_long =
-		    idle_limit && now - s->idle_since_usec > idle_limit && pool_live(p) > keep;
 
-		if (too_many)
-			server_close(s, MP_ERR(HOST_UNREACHABLE),
-				     "pool shrank (pool_size = %" PRId64 ")", g.cfg.pool_size);
-		else if (idle_too_long)
+		if (!pool_gate(GATE_KEEP, p, NULL, s))
+			continue; /* closed: the pool shrank */
+		if (idle_limit && now - s->idle_since_usec > idle_limit && pool_live(p) > keep)
 			server_close(s, MP_ERR(HOST_UNREACHABLE),
 				     "idle for more than server_idle_timeout_ms");
 	}
@@ -326,30 +307,31 @@ static void janitor_user_pool(struct pool *p, void *arg)
 	uint64_t now = *(const uint64_t *)arg;
 
 	expire_servers(p, now);
-	expire_waiting(p, now);
-	if (!g.shutting_down)
-		pool_connect_for_waiters(p);
+}
+
+static void janitor_user_connect(struct pool *p, void *arg)
+{
+	(void)arg;
+	pool_connect_for_waiters_at(p, GATE_REFILL);
 }
 
 void pool_janitor(uint64_t now)
 {
 	pool_users_foreach(janitor_user_pool, &now);
+	for (int i = 0; i < pool_count(); i++)
+		expire_servers(pool_at(i), now);
+	waitq_expire_all(now); /* every wait: pools, sticky, member selection, pins */
+	pool_users_foreach(janitor_user_connect, NULL);
 	pool_users_sweep();
-	select_janitor(now);
 	pin_janitor(now);
 	for (int i = 0; i < pool_count(); i++) {
 		struct pool *p = pool_at(i);
 
-		expire_servers(p, now);
-		expire_waiting(p, now);
-		if (g.shutting_down || (topology_active() && !p->rs_present))
-			continue;
-		while (p->usable && pool_live(p) < g.cfg.min_pool_size && may_connect(p) &&
-		       pool_cap_room(p, false)) {
+		while (pool_gate(GATE_MINIMUM, p, NULL, NULL)) {
 			if (!server_connect(p))
 				break;
 			pool_cap_note_peak();
 		}
-		pool_connect_for_waiters(p);
+		pool_connect_for_waiters_at(p, GATE_REFILL);
 	}
 }

@@ -9,7 +9,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "pool/gate.h"
 #include "pool/pool.h"
+
+/* A pool's own wait queue (WAITQ_POOL, pool_dispatch.c). */
+extern const struct waitq_ops pool_waitq_ops;
 
 /* Initialise a pool's lists and names (the table's and child pools). */
 void pool_init(struct pool *p, const char *name, const char *host, uint16_t port);
@@ -29,6 +33,8 @@ void pool_rs_requeue(struct pool *p, int code, const char *codename, const char 
 
 /* Open connections for p's waiting requests (within pool_size and the cap). */
 void pool_connect_for_waiters(struct pool *p);
+/* The same, asking the gate (pool/gate.h) at `step`. */
+void pool_connect_for_waiters_at(struct pool *p, enum gate_step step);
 
 /* The backend of p cannot be reached: req fails with p's last login error
  * (code 18) or HostUnreachable, `why` in the message. */

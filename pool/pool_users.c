@@ -153,7 +153,7 @@ int pool_users_live(void)
 
 static bool child_empty(const struct pool *p)
 {
-	return pool_live(p) == 0 && p->waiting.n == 0 && p->hello_waiters.n == 0;
+	return pool_live(p) == 0 && waitq_count(&p->waiting) == 0 && p->hello_waiters.n == 0;
 }
 
 /* Free an unreferenced user whose children were empty at this sweep and
@@ -173,6 +173,7 @@ static bool sweep_one(struct pool_user *u)
 		return false;
 	for (int i = 0; i < u->nchildren; i++) {
 		log_info("per-user pool %s freed (no client, no connection)", u->children[i]->name);
+		waitq_fini(&u->children[i]->waiting);
 		free(u->children[i]);
 	}
 	free(u->children);
@@ -275,7 +276,7 @@ bool pool_cap_room(struct pool *p, bool evict)
 
 static bool starved(const struct pool *q)
 {
-	return q->waiting.n > 0 && pool_live(q) == 0;
+	return waitq_count(&q->waiting) > 0 && pool_live(q) == 0;
 }
 
 static void kick_cb(struct pool *q, void *arg)

@@ -19,20 +19,30 @@
 /* The transaction pin table: (lsid, txnNumber) -> member. Bounded; the
  * oldest entry is reused (a session runs one transaction at a time). */
 #define PIN_SLOTS 1024
-struct pin {
+struct txn_route {
 	uint8_t lsid[16];
 	int64_t txn_number;
 	struct pool *pool;
 	uint64_t used_usec;
 	bool in_use;
 };
-static struct pin pins[PIN_SLOTS];
+static struct txn_route pins[PIN_SLOTS];
 
-static struct request_queue waitq = {TAILQ_HEAD_INITIALIZER(waitq.list), 0};
+static uint64_t selection_limit_usec(void);
+static void fail_selection(struct request *req);
+
+static const struct waitq_ops member_wait_ops = {
+    .kind = WAITQ_SELECT,
+    .limit_usec = selection_limit_usec,
+    .expired = fail_selection,
+};
+
+/* Requests waiting for a member (REQ_QUEUED, counted in max_queue). */
+static struct waitq member_wait = WAITQ_INITIALIZER(member_wait, &member_wait_ops);
 
 int select_waiting_count(void)
 {
-	return waitq.n;
+	return waitq_count(&member_wait);
 }
 
 /* ---- reading the command ---- */
@@ -174,7 +184,7 @@ static int64_t rtt_of(const struct pool *p)
 
 static int load_of(const struct pool *p)
 {
-	return p->n_active + p->n_connecting + p->waiting.n;
+	return p->n_active + p->n_connecting + waitq_count(&p->waiting);
 }
 
 /* Within localThresholdMS of the nearest candidate, the least loaded. */
@@ -300,12 +310,10 @@ struct pool *select_pool(struct request *req)
 
 /* ---- waiting for a member ---- */
 
-/* Waiting for a member: REQ_QUEUED on `waitq` (counted in max_queue). */
 static void wait_queue(struct request *req, uint64_t since)
 {
-	req->select_waiting = true;
 	req->enqueued_usec = since;
-	request_set_state(req, REQ_QUEUED, &waitq);
+	waitq_add(&member_wait, req);
 }
 
 void select_wait(struct request *req)
@@ -315,31 +323,22 @@ void select_wait(struct request *req)
 	topology_recheck("no member can serve a request");
 }
 
-void select_unqueue(struct request *req)
+/* Still no member: back on the queue, its wait counted from the start. */
+static void retry_one(struct request *req, void *arg)
 {
-	if (!req->select_waiting)
-		return;
-	req->select_waiting = false;
-	request_set_state(req, REQ_NEW, NULL);
+	(void)arg;
+	if (select_pool(req) == NULL)
+		wait_queue(req, req->enqueued_usec);
+	else
+		pool_submit(req);
 }
 
 void select_retry_waiting(void)
 {
 	struct request_queue again = {TAILQ_HEAD_INITIALIZER(again.list), 0};
-	struct request *req;
 
-	while ((req = TAILQ_FIRST(&waitq.list)) != NULL) {
-		req->select_waiting = false;
-		request_set_state(req, REQ_NEW, &again);
-	}
-	while ((req = TAILQ_FIRST(&again.list)) != NULL) {
-		if (select_pool(req) == NULL) {
-			wait_queue(req, req->enqueued_usec);
-			continue;
-		}
-		request_set_state(req, REQ_NEW, NULL);
-		pool_submit(req);
-	}
+	waitq_take_all(&member_wait, &again);
+	waitq_resubmit(&again, retry_one, NULL);
 }
 
 void select_on_topology(void)
@@ -367,19 +366,14 @@ static void fail_selection(struct request *req)
 			req->retryable_write ? retry_write : NULL);
 }
 
-void select_janitor(uint64_t now)
+/* serverSelectionTimeoutMS, or queue_timeout_ms when that is shorter. */
+static uint64_t selection_limit_usec(void)
 {
 	uint64_t limit = (uint64_t)topology_selection_timeout_ms() * 1000;
-	struct request *req, *tmp;
 
 	if (g.cfg.queue_timeout_ms > 0 && (uint64_t)g.cfg.queue_timeout_ms * 1000 < limit)
 		limit = (uint64_t)g.cfg.queue_timeout_ms * 1000;
-	TAILQ_FOREACH_SAFE(req, &waitq.list, queue_link, tmp) {
-		if (now - req->enqueued_usec <= limit)
-			continue;
-		select_unqueue(req);
-		fail_selection(req);
-	}
+	return limit;
 }
 
 /* ---- health of members ---- */

@@ -36,18 +36,16 @@ void select_note(struct request *req, const bson_t *body, bool in_txn);
 /* The member `req` should go to now; NULL: none can serve it yet. */
 struct pool *select_pool(struct request *req);
 
-/* Wait for a member; select_unqueue when its client goes away. */
+/* Wait for a member (WAITQ_SELECT, pool/waitq.h: pool_unqueue takes it
+ * off; after serverSelectionTimeoutMS, or queue_timeout_ms when shorter,
+ * it fails with FailedToSatisfyReadPreference). */
 void select_wait(struct request *req);
-void select_unqueue(struct request *req);
 
 /* The topology changed (pool/topology.h's hook): sync pools, retry waiters. */
 void select_on_topology(void);
 
 /* Submit the waiting requests again (a member became usable). */
 void select_retry_waiting(void);
-
-/* Expire waiting requests. */
-void select_janitor(uint64_t now);
 
 /* A reply from a member: "not primary" errors make it suspect. */
 void select_on_reply(struct pool *p, const bson_t *body);

@@ -5,10 +5,13 @@
  *
  *   server_connect ─▶ [CONNECTING] ─ TCP up ─▶ send hello ─ reply ─▶ [SCRAM login,
  *                     pool/auth.c] ─▶ pool_server_ready
- *   pool gives a request ─▶ server_start ─▶ [ACTIVE] ─ reply ─▶ client ─▶ server_release ─▶ pool
+ *   pool gives a request ─▶ server_start ─▶ [ACTIVE] ─ reply ─▶ client ─▶ server_release
+ *        ─▶ its watchers in order (server.h; pool.c's table: pin, sticky, pool)
+ *           until one takes it
  *   moreToCome request: done once its bytes are written; the connection stays
  *   with its client until an acknowledged exchange ends there (pool/sticky.c)
- *   any error/EOF ─▶ server_close ─▶ request gets HostUnreachable ─▶ [JUSTFREE]
+ *   any error/EOF ─▶ server_close ─▶ request gets HostUnreachable ─▶ every
+ *        watcher's `closed` ─▶ [JUSTFREE]
  */
 #include "pool/server.h"
 
@@ -25,7 +28,6 @@
 #include "pool/auth.h"
 #include "pool/backend_compress.h"
 #include "pool/backend_tls.h"
-#include "pool/pin.h"
 #include "pool/pool.h"
 #include "pool/select.h"
 #include "pool/sticky.h"
@@ -38,6 +40,10 @@
 static struct server_list servers_justfree = TAILQ_HEAD_INITIALIZER(servers_justfree);
 static uint64_t next_server_id = 1;
 static void (*justfree_hook)(void);
+static const struct server_watcher *const *watchers; /* server_set_watchers */
+
+/* Each watcher `w` in table order. */
+#define EACH_WATCHER(w) for (const struct server_watcher *const *w = watchers; w && *w; w++)
 
 void server_set_justfree_hook(void (*hook)(void))
 {
@@ -106,7 +112,9 @@ bool server_connect(struct pool *p)
 	s->state = SV_NEW;
 	s->created_usec = g.now_usec;
 	s->compressor = -1;
-	REQUEST_QUEUE_INIT(&s->sticky_waiting);
+	EACH_WATCHER(w)
+		if ((*w)->opened != NULL)
+			(*w)->opened(s);
 	server_set_state(s, SV_CONNECTING);
 	if (!sbuf_connect(&s->sb, g.base, (struct sockaddr *)&p->addr, p->addrlen, sbuf_cb_server,
 			  s)) {
@@ -164,17 +172,25 @@ void server_send_more(struct server *s, struct evbuffer *msg, int32_t request_id
 	sbuf_write(&s->sb, msg);
 }
 
+void server_set_watchers(const struct server_watcher *const *table)
+{
+	watchers = table;
+}
+
+void server_released(struct server *s)
+{
+	EACH_WATCHER(w)
+		if ((*w)->released != NULL && (*w)->released(s))
+			return;
+}
+
 void server_release(struct server *s)
 {
 	s->req = NULL;
 	s->expect_response_to = 0;
 	s->flush_then_release = false;
 	s->exchanges++;
-	if (s->pin != NULL) {
-		pin_after_exchange(s); /* load-balanced pin: next, stay or release */
-		return;
-	}
-	sticky_release(s);
+	server_released(s);
 }
 
 void server_close(struct server *s, int code, const char *codename, const char *fmt, ...)
@@ -182,6 +198,7 @@ void server_close(struct server *s, int code, const char *codename, const char *
 	char reason[256];
 	struct request *req = s->req;
 	bool was_connecting = s->state == SV_CONNECTING;
+	struct server_closing why = {was_connecting, code, codename, reason};
 	va_list ap;
 
 	if (s->state == SV_JUSTFREE)
@@ -200,12 +217,9 @@ void server_close(struct server *s, int code, const char *codename, const char *
 		req->server = NULL;
 		req->ops->network_error(req, code, codename, reason);
 	}
-	pin_server_closed(s);
-	sticky_server_closed(s);
-	if (was_connecting)
-		pool_connect_failed(s->pool, code, codename, reason);
-	else
-		pool_server_gone(s->pool);
+	EACH_WATCHER(w)
+		if ((*w)->closed != NULL)
+			(*w)->closed(s, &why);
 }
 
 void server_free_deferred(void)
@@ -214,6 +228,9 @@ void server_free_deferred(void)
 
 	while ((s = TAILQ_FIRST(&servers_justfree)) != NULL) {
 		TAILQ_REMOVE(&servers_justfree, s, link);
+		EACH_WATCHER(w)
+			if ((*w)->freed != NULL)
+				(*w)->freed(s);
 		sbuf_free(&s->sb);
 		auth_conv_free(s);
 		free(s);

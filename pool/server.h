@@ -22,6 +22,7 @@
 #include "core/log.h"
 #include "core/request.h"
 #include "core/sbuf.h"
+#include "pool/waitq.h"
 
 struct auth_conv;
 struct pool;
@@ -55,10 +56,10 @@ struct server {
 	 * While either is set the server is SV_ACTIVE (running one of them, or
 	 * the fence). */
 	struct request_owner *sticky_owner;
-	struct request_queue sticky_waiting;
-	int32_t fence_id;  /* requestID of the proxy's own {ping: 1} fence, 0: none */
-	int8_t compressor; /* pool/backend_compress.c: negotiated id, -1: none */
-	struct pin *pin;   /* pool/pin.c: pinned to a load-balanced client (SV_ACTIVE) */
+	struct waitq sticky_waiting; /* WAITQ_STICKY */
+	int32_t fence_id;	     /* requestID of the proxy's own {ping: 1} fence, 0: none */
+	int8_t compressor;	     /* pool/backend_compress.c: negotiated id, -1: none */
+	struct lb_pin *pin;	     /* pool/pin.c: pinned to a load-balanced client (SV_ACTIVE) */
 };
 
 TAILQ_HEAD(server_list, server);
@@ -92,8 +93,42 @@ void server_start(struct server *s, struct request *req);
 /* Send another message within the current exchange (batch getMore). */
 void server_send_more(struct server *s, struct evbuffer *msg, int32_t request_id);
 
-/* Finish the current exchange and hand the server back to its pool. */
+/* Finish the current exchange and hand the server back to its pool
+ * (through its watchers, below). */
 void server_release(struct server *s);
+
+/*
+ * Who is told what happens to a connection, the way request_ops tells a
+ * request's creator: one table, in order, set by the pool (pool.c: the pin,
+ * the sticky order, the pool itself). server.c calls no watcher by name.
+ * Rules: `released` runs in table order until one takes the server (true);
+ * `closed` runs for every entry. NULL entries: not interested.
+ */
+/* Why a connection closed, as its watchers hear it. */
+struct server_closing {
+	bool was_connecting; /* it never became ready: a failed connect */
+	int code;
+	const char *codename, *reason;
+};
+
+struct server_watcher {
+	const char *name;
+	/* A new connection (SV_NEW): set up what the watcher keeps on it. */
+	void (*opened)(struct server *s);
+	/* The exchange on `s` ended (s->req cleared): true when this watcher
+	 * took `s` (it runs the next request, stays, or goes idle). */
+	bool (*released)(struct server *s);
+	/* `s` closed (its running request has its error already). */
+	void (*closed)(struct server *s, const struct server_closing *why);
+	/* `s`'s memory goes (deferred free). */
+	void (*freed)(struct server *s);
+};
+
+/* The table, NULL-terminated (pool_init_all). */
+void server_set_watchers(const struct server_watcher *const *table);
+/* `s` is free again without an exchange ending (its pin ended): tell the
+ * watchers as server_release does. */
+void server_released(struct server *s);
 
 /* Close: the running request (if any) gets a network error; free deferred. */
 void server_close(struct server *s, int code, const char *codename, const char *fmt, ...)

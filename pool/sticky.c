@@ -5,6 +5,7 @@
 #include "pool/sticky.h"
 
 #include "core/xalloc.h"
+#include "pool/gate.h"
 #include "pool/pool.h"
 #include "pool/server.h"
 #include "core/globals.h"
@@ -27,24 +28,29 @@ bool sticky_behind_unacked(const struct request *req)
 	TAILQ_FOREACH(r, &req->owner->requests, client_link) {
 		if (r == req)
 			return false;
-		if (r->more_to_come && request_waiting(r) && r->wait_server == NULL)
+		if (r->more_to_come && request_waiting(r) && !waitq_is(r, WAITQ_STICKY))
 			return true;
 	}
 	return false;
 }
 
-void sticky_enqueue(struct server *s, struct request *req)
+static const struct waitq_ops sticky_waitq_ops = {
+    .kind = WAITQ_STICKY,
+    .limit_usec = pool_queue_limit_usec,
+    .owner_clock = true, /* its own client is the cause */
+    .expired = pool_refuse_timeout,
+};
+
+static void sticky_init(struct server *s)
 {
-	request_set_state(req, REQ_QUEUED, &s->sticky_waiting);
-	req->wait_server = s;
-	req->pool = s->pool;
-	req->enqueued_usec = g.now_usec;
+	waitq_init(&s->sticky_waiting, &sticky_waitq_ops);
 }
 
-void sticky_unqueue(struct request *req)
+void sticky_enqueue(struct server *s, struct request *req)
 {
-	request_set_state(req, REQ_NEW, NULL);
-	req->wait_server = NULL;
+	waitq_add(&s->sticky_waiting, req);
+	req->pool = s->pool;
+	req->enqueued_usec = g.now_usec;
 }
 
 static void attach(struct server *s, struct request_owner *o)
@@ -73,7 +79,7 @@ static void gather_followers(struct server *s, struct request *req)
 	struct request *r = TAILQ_NEXT(req, client_link);
 
 	for (; r != NULL; r = TAILQ_NEXT(r, client_link)) {
-		if (r->state != REQ_QUEUED || r->wait_server != NULL)
+		if (r->state != REQ_QUEUED || waitq_is(r, WAITQ_STICKY))
 			continue;
 		pool_unqueue(r);
 		sticky_enqueue(s, r);
@@ -108,36 +114,21 @@ static void send_fence(struct server *s)
 
 void sticky_written(struct server *s)
 {
-	struct request *req = TAILQ_FIRST(&s->sticky_waiting.list);
+	struct request *req = waitq_first(&s->sticky_waiting);
 
-	if (req != NULL && request_owner_may_dispatch(req->owner)) {
+	if (req != NULL && pool_gate(GATE_RUN_HERE, s->pool, req, s)) {
 		pool_dispatch(s, req);
 		return;
 	}
 	send_fence(s);
 }
 
-/* Take the waiting requests off s (in order, staged in REQ_NEW on a local
- * list) and end the stickiness. */
-static void end(struct server *s, struct request_list *moved)
+/* Take the waiting requests off s (in order, staged in REQ_NEW) and end
+ * the stickiness. */
+static void end(struct server *s, struct request_queue *moved)
 {
-	struct request *req;
-
 	detach(s);
-	while ((req = TAILQ_FIRST(&s->sticky_waiting.list)) != NULL) {
-		sticky_unqueue(req);
-		TAILQ_INSERT_TAIL(moved, req, queue_link);
-	}
-}
-
-static void resubmit(struct request_list *moved)
-{
-	struct request *req;
-
-	while ((req = TAILQ_FIRST(moved)) != NULL) {
-		TAILQ_REMOVE(moved, req, queue_link);
-		pool_submit(req);
-	}
+	waitq_take_all(&s->sticky_waiting, moved);
 }
 
 void sticky_fence_reply(struct server *s)
@@ -150,20 +141,20 @@ void sticky_fence_reply(struct server *s)
 
 void sticky_release(struct server *s)
 {
-	struct request_list moved = TAILQ_HEAD_INITIALIZER(moved);
+	struct request_queue moved = {TAILQ_HEAD_INITIALIZER(moved.list), 0};
 
 	end(s, &moved);
 	pool_server_idle(s);
-	resubmit(&moved);
+	waitq_resubmit(&moved, NULL, NULL);
 }
 
-void sticky_server_closed(struct server *s)
+static void sticky_server_closed(struct server *s)
 {
-	struct request_list moved = TAILQ_HEAD_INITIALIZER(moved);
+	struct request_queue moved = {TAILQ_HEAD_INITIALIZER(moved.list), 0};
 
 	s->fence_id = 0;
 	end(s, &moved);
-	resubmit(&moved);
+	waitq_resubmit(&moved, NULL, NULL);
 }
 
 void sticky_owner_closed(struct request_owner *o)
@@ -172,24 +163,32 @@ void sticky_owner_closed(struct request_owner *o)
 		detach(o->sticky);
 }
 
-void sticky_expire(struct pool *p, uint64_t now)
+static bool watch_released(struct server *s)
 {
-	uint64_t limit = (uint64_t)g.cfg.queue_timeout_ms * 1000;
-	struct server *s;
-	struct request *req, *tmp;
-
-	if (limit == 0)
-		return;
-	TAILQ_FOREACH(s, &p->active, link)
-		TAILQ_FOREACH_SAFE(req, &s->sticky_waiting.list, queue_link, tmp) {
-			if (!request_owner_may_dispatch(req->owner))
-				req->enqueued_usec = now; /* its own client is the cause */
-			else if (now - req->enqueued_usec > limit) {
-				sticky_unqueue(req);
-				pool_refuse_timeout(req);
-			}
-		}
+	if (s->sticky_owner == NULL && waitq_count(&s->sticky_waiting) == 0)
+		return false; /* not sticky: the pool's */
+	sticky_release(s);
+	return true;
 }
+
+static void watch_closed(struct server *s, const struct server_closing *why)
+{
+	(void)why;
+	sticky_server_closed(s);
+}
+
+static void watch_freed(struct server *s)
+{
+	waitq_fini(&s->sticky_waiting);
+}
+
+const struct server_watcher sticky_watcher = {
+    .name = "sticky",
+    .opened = sticky_init,
+    .released = watch_released,
+    .closed = watch_closed,
+    .freed = watch_freed,
+};
 
 int sticky_clients(void)
 {

@@ -29,6 +29,7 @@ struct pool;
 struct request_owner;
 struct request;
 struct server;
+struct server_watcher;
 
 /* The server `req` must wait on (its client is sticky to it), or NULL. */
 struct server *sticky_target(const struct request *req);
@@ -36,8 +37,11 @@ struct server *sticky_target(const struct request *req);
  * queue? Then req must not be dispatched before it. */
 bool sticky_behind_unacked(const struct request *req);
 
+/* The servers' watcher (server.h): a new server's (empty) queue; a sticky
+ * server's releases; a closed one's waiting requests go back to the pool. */
+extern const struct server_watcher sticky_watcher;
+/* `req` waits on s's queue (WAITQ_STICKY; pool_unqueue takes it off). */
 void sticky_enqueue(struct server *s, struct request *req);
-void sticky_unqueue(struct request *req);
 
 /* `req` was just started on `s`. */
 void sticky_started(struct server *s, struct request *req);
@@ -47,13 +51,8 @@ void sticky_written(struct server *s);
 void sticky_fence_reply(struct server *s);
 /* An acknowledged exchange finished on `s`: end stickiness, back to the pool. */
 void sticky_release(struct server *s);
-/* `s` closed: its waiting requests go back to the pool. */
-void sticky_server_closed(struct server *s);
 /* `o`'s client is closing (its requests were abandoned already). */
 void sticky_owner_closed(struct request_owner *o);
-
-/* queue_timeout_ms for the sticky queues of p's servers. */
-void sticky_expire(struct pool *p, uint64_t now);
 
 /* Clients currently sticky (stats gauge). */
 int sticky_clients(void);

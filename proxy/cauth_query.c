@@ -22,6 +22,7 @@
 #include "core/stats.h"
 #include "core/usersinfo.h"
 #include "core/wire.h"
+#include "pool/gate.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
 
@@ -85,9 +86,10 @@ int cq_inflight(void)
 static int max_inflight(void)
 {
 	int64_t n = g.cfg.auth_query_max_inflight;
+	int64_t size = pool_gate_size(pool_target());
 
-	if (n > g.cfg.pool_size - 1)
-		n = g.cfg.pool_size - 1;
+	if (n > size - 1)
+		n = size - 1;
 	return n < 1 ? 1 : (int)n;
 }
 

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "pool/batch.h"
+#include "pool/gate.h"
 #include "pool/pool.h"
 #include "pool/pin.h"
 #include "pool/sticky.h"
@@ -137,15 +138,15 @@ static void pool_to_bson(bson_t *arr, int i, const struct pool *p)
 	BSON_APPEND_INT32(&doc, "connecting", p->n_connecting);
 	BSON_APPEND_INT32(&doc, "idle", p->n_idle);
 	BSON_APPEND_INT32(&doc, "active", p->n_active);
-	BSON_APPEND_INT32(&doc, "waiting", p->waiting.n);
-	BSON_APPEND_INT64(&doc, "poolSize", g.cfg.pool_size);
+	BSON_APPEND_INT32(&doc, "waiting", waitq_count(&p->waiting));
+	BSON_APPEND_INT64(&doc, "poolSize", pool_gate_size(p));
 	BSON_APPEND_INT64(&doc, "connectsOk", (int64_t)p->connects_ok);
 	BSON_APPEND_INT64(&doc, "connectsFailed", (int64_t)p->connects_failed);
 	BSON_APPEND_INT64(&doc, "requestsDispatched", (int64_t)p->requests_dispatched);
 	BSON_APPEND_UTF8(&doc, "lastError", p->last_error);
 	BSON_APPEND_UTF8(&doc, "type", member_type(p));
 	BSON_APPEND_INT32(&doc, "inUse", p->n_active);
-	BSON_APPEND_INT32(&doc, "queued", p->waiting.n);
+	BSON_APPEND_INT32(&doc, "queued", waitq_count(&p->waiting));
 	if (topology_active()) { /* replica sets: what the monitor says of it */
 		BSON_APPEND_BOOL(&doc, "member", p->rs_present);
 		BSON_APPEND_UTF8(&doc, "memberType", topology_type_name(p->member.type));
@@ -218,11 +219,12 @@ static void label_value(char *buf, size_t len, const char *v)
 
 /* Per-member families: name, help, the value of pool p. */
 #define MP_MEMBER_GAUGES(X)                                                                        \
-	X(member_pool_size, "Connections a member's pool may hold (pool_size)", g.cfg.pool_size)   \
+	X(member_pool_size, "Connections a member's pool may hold (pool_size)", pool_gate_size(p)) \
 	X(member_in_use, "Connections of a member's pool running a request", p->n_active)          \
 	X(member_idle, "Connections idle in a member's pool", p->n_idle)                           \
 	X(member_connecting, "Connections of a member's pool being established", p->n_connecting)  \
-	X(member_queued, "Requests waiting for a connection of a member's pool", p->waiting.n)
+	X(member_queued, "Requests waiting for a connection of a member's pool",                   \
+	  waitq_count(&p->waiting))
 
 static void members_to_prom(struct evbuffer *out)
 {

@@ -29,6 +29,12 @@
  *                        finds without pinning; the identity's pinless
  *                        connection's cursor is killed on its connection, waits
  *                        for room and gets 462 after queue_timeout_ms
+ *   pin_queue_timeout    a client at its bound (lb_max_pinned_per_client = 1)
+ *                        whose transaction's pin runs a statement that is
+ *                        never answered: its
+ *                        next find waits on that pin and gets the queue
+ *                        timeout (462) after queue_timeout_ms; nothing is
+ *                        left waiting, the proxy exits clean
  *   idle_expiry          a cursor pin idle past lb_pin_idle_timeout_ms: its
  *                        cursor is killed on its connection, the pin released,
  *                        the getMore gets 43 with the reason; a transaction's
@@ -749,6 +755,75 @@ Test(lbpin, identity_bound, .timeout = 120)
 	mongoc_client_destroy(h2);
 	mongoc_client_destroy(h3);
 	mongoc_client_destroy(other);
+	proxy_stop(p);
+	fake_stop(f);
+}
+
+/* The reply to request `id` on fd (others skipped), within timeout_ms. */
+static bool reply_to(int fd, int32_t id, bson_t *out, int timeout_ms)
+{
+	int64_t t0 = h_now_ms();
+
+	while (h_now_ms() - t0 < timeout_ms) {
+		struct raw_reply r;
+		uint8_t *msg;
+		size_t len;
+		bool mine;
+
+		if (raw_recv_msg(fd, &msg, &len, (int)(timeout_ms - (h_now_ms() - t0))) != RAW_OK)
+			return false;
+		mine = raw_parse_reply(msg, len, &r) && r.response_to == id && r.have_doc;
+		if (mine)
+			bson_copy_to(&r.doc, out);
+		free(msg);
+		if (mine)
+			return true;
+	}
+	return false;
+}
+
+static void send_id(int fd, int32_t id, bson_t *cmd)
+{
+	struct h_buf b;
+
+	hb_init(&b);
+	h_build_msg(&b, id, 0, cmd);
+	cr_assert(raw_send(fd, b.data, b.len));
+	hb_free(&b);
+	bson_destroy(cmd);
+}
+
+Test(lbpin, pin_queue_timeout, .timeout = 120)
+{
+	struct fake *f = lb_fake();
+	struct proxy *p = lb_proxy(f, 4, "queue_timeout_ms = 1000\nlb_max_pinned_per_client = 1\n");
+	bson_t *lsid = new_lsid(7);
+	int fd = lb_raw(p);
+	bson_t reply;
+	bson_iter_t it;
+	int64_t t0;
+
+	/* a transaction: its connection becomes the client's only pin */
+	txn_ok(fd, txn_cmd("insert", "t", lsid, 1, true), "startTransaction");
+	wait_stat(p, "gauges.lb_pinned_connections", 1);
+	/* its next statement runs on the pin and is never answered */
+	send_id(fd, 3, txn_cmd("insert", "f_stall", lsid, 1, false));
+	/* at its bound, the client's cursor waits on that pin, then times out */
+	t0 = h_now_ms();
+	send_id(fd, 4, BCON_NEW("find", BCON_UTF8("pin_q"), "$db", BCON_UTF8("lb")));
+	cr_assert(reply_to(fd, 4, &reply, 10000),
+		  "a request waiting on a pin that never frees got no answer");
+	cr_assert_eq(h_get_int(&reply, "code", 0), 462, "pin waiter's refusal: code %lld",
+		     (long long)h_get_int(&reply, "code", 0));
+	cr_assert(bson_iter_init_find(&it, &reply, "errmsg") &&
+		      strstr(bson_iter_utf8(&it, NULL), "queue_timeout_ms") != NULL,
+		  "pin waiter's refusal does not name queue_timeout_ms");
+	cr_assert_geq(h_now_ms() - t0, 900, "refused before queue_timeout_ms");
+	bson_destroy(&reply);
+	cr_assert_eq(stat_of(p, "gauges.requests_waiting"), 0, "a request is left waiting");
+	cr_assert_eq(stat_of(p, "counters.refused_queue_timeout"), 1);
+	bson_destroy(lsid);
+	close(fd);
 	proxy_stop(p);
 	fake_stop(f);
 }

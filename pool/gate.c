@@ -1,0 +1,85 @@
+/*
+ * gate.c — the one admission decision of pool/ (the table in gate.h): each
+ * step is the conjunction of its terms, in the order they are cheap and
+ * free of side effects (max_backend_conn's eviction comes last).
+ */
+#include "pool/gate.h"
+
+#include <inttypes.h>
+
+#include "core/errors.h"
+#include "core/globals.h"
+#include "pool/pin.h"
+#include "pool/pool.h"
+#include "pool/pool_users.h"
+#include "pool/sticky.h"
+#include "pool/topology.h"
+
+int64_t pool_gate_size(const struct pool *p)
+{
+	(void)p;
+	return g.cfg.pool_size;
+}
+
+/* Terms on the request. */
+static bool owner_reads(const struct request *req)
+{
+	return request_owner_may_dispatch(req->owner);
+}
+
+static bool may_dispatch(const struct request *req, struct pool *p)
+{
+	return req->owner == NULL ||
+	       (owner_reads(req) && !sticky_behind_unacked(req) && pin_may_dispatch(req, p));
+}
+
+/* Terms on the pool. */
+static bool below_size(const struct pool *p)
+{
+	return pool_live(p) < pool_gate_size(p);
+}
+
+static bool may_connect(const struct pool *p)
+{
+	return below_size(p) && g.now_usec >= p->next_connect_usec;
+}
+
+static bool janitor_may(const struct pool *p)
+{
+	return !g.shutting_down && !(p->parent == NULL && topology_active() && !p->rs_present);
+}
+
+/* Terms on a connection: false closes it. */
+static bool keep(struct server *s)
+{
+	if (pool_live(s->pool) <= pool_gate_size(s->pool))
+		return true;
+	server_close(s, MP_ERR(HOST_UNREACHABLE), "pool shrank (pool_size = %" PRId64 ")",
+		     pool_gate_size(s->pool));
+	return false;
+}
+
+bool pool_gate(enum gate_step step, struct pool *p, const struct request *req, struct server *s)
+{
+	switch (step) {
+	case GATE_DISPATCH:
+		return may_dispatch(req, p);
+	case GATE_RUN_HERE:
+		return owner_reads(req);
+	case GATE_CONNECT:
+		return may_connect(p) && pool_cap_room(p, true);
+	case GATE_REFILL:
+		return janitor_may(p) && may_connect(p) && pool_cap_room(p, true);
+	case GATE_MINIMUM:
+		return janitor_may(p) && p->usable && pool_live(p) < g.cfg.min_pool_size &&
+		       may_connect(p) && pool_cap_room(p, false);
+	case GATE_KEEP:
+		return keep(s);
+	case GATE_TAKE_NEXT:
+		/* max_backend_conn: a pool with no connection gets this slot */
+		return keep(s) && !pool_cap_retire(s);
+	case GATE_PIN:
+		return pin_pool_count(p) < pool_gate_size(p) - 1;
+	}
+	return false;
+}

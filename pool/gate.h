@@ -1,0 +1,55 @@
+/*
+ * gate.h — the one admission decision of pool/: may work start on a pool,
+ * or on a given connection, now. Every dispatch and every connect asks
+ * here; pool_size is read here only, so a new limit (an adaptive
+ * concurrency limit per pool) is one more term in pool_gate.
+ *
+ *   step           asks                                   terms
+ *   GATE_DISPATCH  may `req` start on a free connection   its client reads its replies;
+ *                  of `p`                                 not behind its client's unacked
+ *                                                         write (sticky order); pin bounds
+ *   GATE_RUN_HERE  may `req` start on `s`, the connection its client reads its replies
+ *                  it waits for (sticky, pinned)
+ *   GATE_CONNECT   may `p` open one more connection for   below pool_size; not backing off;
+ *                  its waiters                            max_backend_conn (evicting another
+ *                                                         pool's oldest idle connection)
+ *   GATE_REFILL    the janitor's connects for waiters     not shutting down; a member the
+ *                                                         topology lists; as CONNECT
+ *   GATE_MINIMUM   the janitor's connects for             as REFILL; p usable; below
+ *                  min_pool_size                          min_pool_size; max_backend_conn
+ *                                                         without eviction
+ *   GATE_KEEP      may idle connection `s` stay           its pool within pool_size
+ *   GATE_TAKE_NEXT may `s` (just free) take its pool's    as KEEP; max_backend_conn: a
+ *                  next request or go idle                pool with none gets its slot
+ *   GATE_PIN       may `p` hold one more pinned           fewer than pool_size - 1 pins
+ *                  connection
+ *
+ * Rules: true means yes. For KEEP and TAKE_NEXT false means the gate
+ * closed `s` with the reason. CONNECT may close another pool's idle
+ * connection to make room (max_backend_conn).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct pool;
+struct request;
+struct server;
+
+enum gate_step {
+	GATE_DISPATCH,
+	GATE_RUN_HERE,
+	GATE_CONNECT,
+	GATE_REFILL,
+	GATE_MINIMUM,
+	GATE_KEEP,
+	GATE_TAKE_NEXT,
+	GATE_PIN,
+};
+
+bool pool_gate(enum gate_step step, struct pool *p, const struct request *req, struct server *s)
+    __attribute__((warn_unused_result));
+
+/* The connections p may hold now (pool_size), for messages and stats. */
+int64_t pool_gate_size(const struct pool *p);
