@@ -205,6 +205,24 @@ static void tls_drop(struct sbuf *sb)
 	sb->wire = NULL;
 }
 
+/* The outcome of a read(2) into sb that returned r, with errno err: true
+ * when r bytes arrived; else the would-block (nothing), the error
+ * (SBUF_ERROR) or the end of stream (SBUF_EOF) is handled here. */
+static bool read_arrived(struct sbuf *sb, ssize_t r, int err)
+{
+	if (r > 0)
+		return true;
+	if (r == 0) {
+		sb->cb(sb, SBUF_EOF, sb->arg);
+		return false;
+	}
+	if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)
+		return false;
+	sb->err = err;
+	sb->cb(sb, SBUF_ERROR, sb->arg);
+	return false;
+}
+
 static void read_tls(struct sbuf *sb)
 {
 	uint8_t raw[READ_CHUNK];
@@ -212,17 +230,8 @@ static void read_tls(struct sbuf *sb)
 	ssize_t r = read(sb->fd, raw, sizeof(raw));
 	enum tls_io st;
 
-	if (r < 0) {
-		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-			return;
-		sb->err = errno;
-		sb->cb(sb, SBUF_ERROR, sb->arg);
+	if (!read_arrived(sb, r, errno))
 		return;
-	}
-	if (r == 0) {
-		sb->cb(sb, SBUF_EOF, sb->arg);
-		return;
-	}
 	st = tls_conn_input(sb->tls, raw, (size_t)r, sb->in, sb->wire);
 	if (st == TLS_IO_ERROR) {
 		tls_failed(sb);
@@ -252,17 +261,8 @@ static void read_first(struct sbuf *sb)
 	uint8_t raw[READ_CHUNK];
 	ssize_t r = read(sb->fd, raw, sizeof(raw));
 
-	if (r < 0) {
-		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-			return;
-		sb->err = errno;
-		sb->cb(sb, SBUF_ERROR, sb->arg);
+	if (!read_arrived(sb, r, errno))
 		return;
-	}
-	if (r == 0) {
-		sb->cb(sb, SBUF_EOF, sb->arg);
-		return;
-	}
 	if (evbuffer_add(sb->in, raw, (size_t)r) != 0) {
 		sb->err = ENOMEM;
 		sb->cb(sb, SBUF_ERROR, sb->arg);
@@ -278,7 +278,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 	struct evbuffer_iovec v[2];
 	struct iovec iov[2];
 	ssize_t r;
-	int n, used;
+	int n, used, err;
 
 	(void)what;
 	if (sb->tls != NULL) {
@@ -295,17 +295,10 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 		iov[i].iov_len = v[i].iov_len;
 	}
 	r = readv(fd, iov, n);
-	if (r < 0) {
+	err = errno;
+	if (r <= 0) {
 		evbuffer_commit_space(sb->in, v, 0);
-		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-			return;
-		sb->err = errno;
-		sb->cb(sb, SBUF_ERROR, sb->arg);
-		return;
-	}
-	if (r == 0) {
-		evbuffer_commit_space(sb->in, v, 0);
-		sb->cb(sb, SBUF_EOF, sb->arg);
+		(void)read_arrived(sb, r, err);
 		return;
 	}
 	used = 0;
