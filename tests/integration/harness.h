@@ -230,6 +230,10 @@ void h_close_fds_above(int lowfd);
 int h_run_capture(const char *const argv[], char *out, size_t outlen, int timeout_ms);
 /* The same for a /bin/sh -c command line. */
 int h_sh_capture(const char *cmd, char *out, size_t outlen, int timeout_ms);
+/* tests/integration/mock_backend.py (mockupdb) started in the mkdtemp
+ * template `dir` (filled in): its port (asserts it started within 20 s).
+ * *mock is its stdin pipe: pclose() it to stop the server. */
+int h_mock_backend_start(char *dir, FILE **mock);
 
 /* ------------------------------------------------------------ FerretDB: shared or a test's own */
 

@@ -24,6 +24,33 @@
 #define FERRET_STOP_MS	60000
 #define FERRET_ENV_MAX	8
 
+int h_mock_backend_start(char *dir, FILE **mock)
+{
+	char cmd[1024], path[300], line[64] = "";
+	int port = 0;
+	FILE *f;
+
+	cr_assert(mkdtemp(dir) != NULL, "mkdtemp %s: %s", dir, strerror(errno));
+	snprintf(cmd, sizeof(cmd),
+		 "exec /usr/bin/python3 %s/tests/integration/mock_backend.py >%s/port",
+		 MP_SOURCE_DIR, dir);
+	*mock = popen(cmd, "w"); /* its stdin is our pipe: it exits when we close it */
+	cr_assert(*mock != NULL);
+	snprintf(path, sizeof(path), "%s/port", dir);
+	for (int i = 0; i < 400 && port == 0; i++) { /* hang guard: 20 s */
+		if ((f = fopen(path, "r")) != NULL) {
+			if (fgets(line, sizeof(line), f) == NULL ||
+			    sscanf(line, "port %d", &port) != 1)
+				port = 0;
+			fclose(f);
+		}
+		if (port == 0)
+			h_sleep_ms(50);
+	}
+	cr_assert(port > 0, "mock_backend.py did not start (python3-mockupdb?)");
+	return port;
+}
+
 int h_sh_capture(const char *cmd, char *out, size_t outlen, int timeout_ms)
 {
 	const char *argv[] = {"/bin/sh", "-c", cmd, NULL};

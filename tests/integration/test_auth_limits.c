@@ -289,28 +289,10 @@ Test(auth_limits, hello_flood_with_random_users_stays_bounded, .timeout = 120)
 /* mock_backend.py as the backend, held lookups: the bounds count pending ones. */
 static struct proxy *mock_proxy(FILE **mock, char *dir, const char *more)
 {
-	char cmd[1024], path[300], line[64] = "", extra[1024];
-	int port = 0;
-	FILE *f;
+	char extra[1024];
+	int port;
 
-	cr_assert(mkdtemp(dir) != NULL);
-	snprintf(cmd, sizeof(cmd),
-		 "exec /usr/bin/python3 %s/tests/integration/mock_backend.py >%s/port",
-		 MP_SOURCE_DIR, dir);
-	*mock = popen(cmd, "w"); /* its stdin is our pipe: it exits when we close it */
-	cr_assert(*mock != NULL);
-	snprintf(path, sizeof(path), "%s/port", dir);
-	for (int i = 0; i < 400 && port == 0; i++) { /* hang guard: 20 s */
-		if ((f = fopen(path, "r")) != NULL) {
-			if (fgets(line, sizeof(line), f) == NULL ||
-			    sscanf(line, "port %d", &port) != 1)
-				port = 0;
-			fclose(f);
-		}
-		if (port == 0)
-			h_sleep_ms(50);
-	}
-	cr_assert(port > 0, "mock_backend.py did not start (python3-mockupdb?)");
+	port = h_mock_backend_start(dir, mock);
 	snprintf(extra, sizeof(extra),
 		 "backend_uri = mongodb://127.0.0.1:%d/\nauth_mode = scram\nauth_query = on\n"
 		 "auth_pool_mode = shared\nauth_stats_unauthenticated = on\n%s",

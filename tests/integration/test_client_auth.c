@@ -689,31 +689,13 @@ Test(client_auth, auth_query_refreshes_changed_and_dropped_users, .timeout = 120
  * 13 (FerretDB does not check privileges, so a mockupdb backend does). */
 Test(client_auth, auth_query_identity_without_rights, .timeout = 60)
 {
-	char dir[] = "/tmp/mongoplex-aqmock-XXXXXX", cmd[1024], path[300], line[64] = "";
+	char dir[] = "/tmp/mongoplex-aqmock-XXXXXX", cmd[1024];
 	char extra[512];
 	struct proxy *p;
-	FILE *mock, *f;
-	int port = 0, fd;
+	FILE *mock;
+	int port, fd;
 
-	cr_assert(mkdtemp(dir) != NULL);
-	/* Its stdin is our pipe: it exits when we close it. */
-	snprintf(cmd, sizeof(cmd),
-		 "exec /usr/bin/python3 %s/tests/integration/mock_backend.py >%s/port",
-		 MP_SOURCE_DIR, dir);
-	mock = popen(cmd, "w");
-	cr_assert(mock != NULL);
-	snprintf(path, sizeof(path), "%s/port", dir);
-	for (int i = 0; i < 400 && port == 0; i++) { /* hang guard: 20 s */
-		if ((f = fopen(path, "r")) != NULL) {
-			if (fgets(line, sizeof(line), f) == NULL ||
-			    sscanf(line, "port %d", &port) != 1)
-				port = 0;
-			fclose(f);
-		}
-		if (port == 0)
-			h_sleep_ms(50);
-	}
-	cr_assert(port > 0, "mock_backend.py did not start (python3-mockupdb?)");
+	port = h_mock_backend_start(dir, &mock);
 	snprintf(
 	    extra, sizeof(extra),
 	    "backend_uri = mongodb://127.0.0.1:%d/\nauth_mode = scram\nauth_query = on\n"
