@@ -148,6 +148,23 @@ const char *h_proxy_binary(void)
 	return b != NULL && *b != '\0' ? b : MP_BINARY;
 }
 
+const char *h_pymongo4_python(void)
+{
+	static char path[4096];
+	const char *env = getenv("MONGOPLEX_PYMONGO4_PYTHON"), *cache = getenv("MONGOPLEX_CACHE");
+
+	if (env != NULL && *env != '\0')
+		snprintf(path, sizeof(path), "%s", env);
+	else
+		snprintf(path, sizeof(path), "%s/pymongo4-venv/bin/python",
+			 cache != NULL && *cache != '\0' ? cache : MP_SOURCE_DIR "/.cache");
+	cr_assert(access(path, X_OK) == 0,
+		  "no pymongo 4.x Python at %s (run scripts/install-deps.sh test, or set "
+		  "MONGOPLEX_CACHE or MONGOPLEX_PYMONGO4_PYTHON)",
+		  path);
+	return path;
+}
+
 static char *read_file(const char *path)
 {
 	FILE *f = fopen(path, "r");

@@ -56,6 +56,12 @@ void h_backend_hostport(char *host, size_t hostlen, int *port);
  * names (with the sha1-tls pass the TLS port, not the direct one). */
 void h_proxy_backend_hostport(char *host, size_t hostlen, int *port);
 
+/* A Python with pymongo 4.x: $MONGOPLEX_PYMONGO4_PYTHON, else
+ * $MONGOPLEX_CACHE/pymongo4-venv/bin/python, else <repo>/.cache/... (made by
+ * scripts/install-deps.sh test); asserts it is executable (none is a
+ * failure, not a skip). */
+const char *h_pymongo4_python(void);
+
 /* A free loopback TCP port (bound, read, closed). */
 int h_free_port(void);
 /* GET /metrics from 127.0.0.1:port (the proxy's metrics_listen): the whole

