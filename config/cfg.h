@@ -106,6 +106,8 @@ struct cfg_key {
 #define CFG_ERR_LEN 512
 
 const struct cfg_key *cfg_keys(size_t *count);
+/* The table entry named `name`, or NULL. */
+const struct cfg_key *cfg_find_key(const char *name);
 
 /* Fill `c` with the defaults. */
 void cfg_defaults(struct cfg *c);
