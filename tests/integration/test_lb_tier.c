@@ -21,7 +21,9 @@
  * configuration is generated in the test's directory with free ports, and the
  * test stops only the HAProxy it started. The configuration is the one
  * docs/scaling.md shows. Nothing here measures time: the waits are bounded
- * polls for counters, and the assertions are counts.
+ * polls for counters, and the assertions are counts. The drains have teeth:
+ * with SIGINT (exit at once) instead of SIGTERM both fail, with inserts that
+ * were applied, lost their reply, were retried by the driver and got E11000.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
