@@ -388,7 +388,7 @@ Test(lbtier, haproxy_same_as_direct)
 	bson_error_t err;
 	char *why = NULL;
 	const char *agg = "{\"aggregate\": \"same\", \"pipeline\": [{\"$group\": {\"_id\": "
-			  "{\"$mod\": [\"$n\", 7]}, \"sum\": {\"$sum\": \"$n\"}}}, "
+			  "\"$g\", \"sum\": {\"$sum\": \"$n\"}}}, "
 			  "{\"$sort\": {\"_id\": 1}}], \"cursor\": {}}";
 
 	tier_start(&a, &b, NULL, "");
@@ -400,8 +400,8 @@ Test(lbtier, haproxy_same_as_direct)
 	h_unique(db, sizeof(db), "lbtier_same");
 	col = mongoc_client_get_collection(lb, db, "same");
 	for (int i = 0; i < SAME_DOCS; i++) {
-		bson_t *doc = BCON_NEW("_id", BCON_INT32(i), "n", BCON_INT32(i * 3), "s",
-				       BCON_UTF8("lbtier"));
+		bson_t *doc = BCON_NEW("_id", BCON_INT32(i), "n", BCON_INT32(i * 3), "g",
+				       BCON_INT32(i % 7), "s", BCON_UTF8("lbtier"));
 
 		cr_assert(mongoc_collection_insert_one(col, doc, NULL, NULL, &err),
 			  "insert %d through HAProxy: %s", i, err.message);
