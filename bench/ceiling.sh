@@ -17,7 +17,7 @@
 #   proxy reniced between runs (one proxy; renice / chrt -p on its pid).
 # Settings also: DOCS [20000] REPEAT [3] BUILD_DIR [build]
 #   OUT [bench/out/ceiling-<timestamp>]. Setup shared with bench/tls.sh
-#   (bench/common.sh: start_mongoplex, cpu_ticks; tests/tls/mkcerts.sh).
+#   (bench/common.sh: start_ini_proxy, cpu_ticks; tests/tls/mkcerts.sh).
 # Prints `uptime` first and last: on a shared machine the figures are noisy.
 set -euo pipefail
 
@@ -48,8 +48,8 @@ echo "uptime at start: $(uptime)" | tee "$OUT/uptime.txt"
 "$ROOT/tests/tls/mkcerts.sh" "$C" >/dev/null
 J_URI="$("$ROOT/scripts/backend.sh" start java "$C/java")"
 "$BENCH" load --uri "$J_URI" --docs "$DOCS" >/dev/null 2>&1
-P_PLAIN="$(start_mongoplex plain "backend_uri = $J_URI")"
-P_TLS="$(start_mongoplex tls "backend_uri = $J_URI" "client_tls_mode = requireTLS" \
+P_PLAIN="$(start_ini_proxy plain "backend_uri = $J_URI")"
+P_TLS="$(start_ini_proxy tls "backend_uri = $J_URI" "client_tls_mode = requireTLS" \
   "client_tls_cert_file = $C/server.pem" "client_tls_key_file = $C/server.key")"
 CA="tls=true&tlsCAFile=$C/ca.pem"
 

@@ -1,7 +1,7 @@
 # bench/common.sh — shell functions shared by bench/run.sh, bench/profile.sh,
 # bench/tls.sh and bench/ceiling.sh (sourced, not run): free ports, waiting
 # for a listener, starting the backend they measure against, starting a
-# mongoplex (start_mongoplex) and reading a process's CPU time (cpu_ticks).
+# mongoplex (start_ini_proxy) and reading a process's CPU time (cpu_ticks).
 #
 # The caller defines log() and die() and sets ROOT (the checkout), OUT (its
 # output folder) and these (defaults in brackets):
@@ -19,11 +19,11 @@
 # the curve model it sets CURVE_PID and adds it to PIDS (the caller stops
 # those by pid on exit).
 
-# start_mongoplex NAME INI-LINES...: starts $MP (default $BUILD_DIR/mongoplex)
+# start_ini_proxy NAME INI-LINES...: starts $MP (default $BUILD_DIR/mongoplex)
 # with listen_port = 0, pool_size = 8 and the given lines; config $C/NAME.ini,
 # log $OUT/NAME.log, pid in $C/NAME.pid; prints the port (callers run it in a
 # command substitution, so the pid is only in the file: stop $C/*.pid on exit).
-start_mongoplex() {
+start_ini_proxy() {
   local name="$1" port mp="${MP:-${BUILD_DIR:-$ROOT/build}/mongoplex}"; shift
   { echo "[mongoplex]"; echo "listen_port = 0"; echo "pool_size = 8"; printf '%s\n' "$@"; } > "$C/$name.ini"
   "$mp" -c "$C/$name.ini" >"$OUT/$name.log" 2>&1 &

@@ -25,7 +25,7 @@ mkdir -p "$OUT"
 C="$(mktemp -d /tmp/mpb-XXXXXX)"
 cleanup() {
   local p
-  # (start_mongoplex runs in a command substitution: its pids are in $C/*.pid)
+  # (start_ini_proxy runs in a command substitution: its pids are in $C/*.pid)
   for f in "$C"/*.pid; do [ -f "$f" ] && kill -INT "$(cat "$f")" 2>/dev/null || true; done
   "$ROOT/scripts/backend.sh" stop "$C/fer" >/dev/null 2>&1 || true
   "$ROOT/scripts/backend.sh" stop "$C/java" >/dev/null 2>&1 || true
@@ -39,19 +39,19 @@ TLS_URI="$(MONGOPLEX_TLS_CERT=$C/server.pem MONGOPLEX_TLS_KEY=$C/server.key MONG
   MONGOPLEX_TLS_CLIENT=$C/cc.pem "$ROOT/scripts/backend.sh" start ferretdb-tls "$C/fer")"
 PLAIN_URI="$(cat "$C/fer/plain_uri")"
 
-# start_mongoplex (prints the port; pid in $C/NAME.pid) and cpu_ticks:
+# start_ini_proxy (prints the port; pid in $C/NAME.pid) and cpu_ticks:
 # shellcheck source=bench/common.sh
 . "$ROOT/bench/common.sh"
 
 # Part A, the client side on a fast backend (mongo-java-server, plain):
 # proxy without TLS vs proxy with client TLS (requireTLS).
 J_URI="$("$ROOT/scripts/backend.sh" start java "$C/java")"
-P_JPLAIN="$(start_mongoplex jplain "backend_uri = $J_URI")"
-P_JTLS="$(start_mongoplex jtls "backend_uri = $J_URI" "client_tls_mode = requireTLS" \
+P_JPLAIN="$(start_ini_proxy jplain "backend_uri = $J_URI")"
+P_JTLS="$(start_ini_proxy jtls "backend_uri = $J_URI" "client_tls_mode = requireTLS" \
   "client_tls_cert_file = $C/server.pem" "client_tls_key_file = $C/server.key")"
 # Part B, both sides on FerretDB (TLS + SCRAM; slow, so fewer queries):
 # direct over TLS vs proxy with client TLS and backend TLS.
-P_TLS="$(start_mongoplex tls "backend_uri = $TLS_URI" "client_tls_mode = requireTLS" \
+P_TLS="$(start_ini_proxy tls "backend_uri = $TLS_URI" "client_tls_mode = requireTLS" \
   "client_tls_cert_file = $C/server.pem" "client_tls_key_file = $C/server.key")"
 CA="tls=true&tlsCAFile=$C/ca.pem"
 

@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -116,6 +117,8 @@ static void haproxy_start(struct haproxy *h, int port_a, int port_b)
 			dup2(fd, 2);
 		}
 		h_close_fds_above(3);
+		/* Die with the test process, even if it fails mid-way. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		signal(SIGTERM, SIG_DFL);
 		/* -db: stay in the foreground, this process is the one to stop. */
 		execl(HAPROXY_BIN, HAPROXY_BIN, "-db", "-f", h->cfg, (char *)NULL);
@@ -272,11 +275,18 @@ static void load_stop(struct load *l)
 	cr_assert(res != NULL, "the load's result %s: %s (%s)", l->out, err.message, json);
 	l->ok = h_get_int(res, "ok", -1);
 	l->failed = h_get_int(res, "failed", -1);
-	if (bson_iter_init_find(&it, res, "errors")) {
-		char *e = bson_as_relaxed_extended_json(res, NULL);
+	if (bson_iter_init_find(&it, res, "errors") && BSON_ITER_HOLDS_ARRAY(&it)) {
+		const uint8_t *data;
+		uint32_t len;
+		bson_t arr;
+		char *e;
 
-		snprintf(l->errors, sizeof(l->errors), "%s", e);
-		bson_free(e);
+		bson_iter_array(&it, &len, &data);
+		if (bson_init_static(&arr, data, len)) {
+			e = bson_array_as_json(&arr, NULL);
+			snprintf(l->errors, sizeof(l->errors), "%s", e);
+			bson_free(e);
+		}
 	}
 	cr_assert(bson_iter_init_find(&it, res, "acked") && BSON_ITER_HOLDS_ARRAY(&it) &&
 		  bson_iter_recurse(&it, &ai));
@@ -344,21 +354,15 @@ static void assert_acked_once(struct load *l, const char *backend)
 static void drain_under_load(struct proxy *a, struct proxy *b, const char *uri, const char *backend)
 {
 	struct load l;
-	int64_t after;
+	int64_t after, deadline;
 
 	load_start(&l, uri);
 	wait_forwarded(a, 100, "load reaching the instance to drain");
 	wait_forwarded(b, 100, "load reaching the other instance");
 	cr_assert(kill(a->pid, SIGTERM) == 0);
-	{
-		int64_t deadline = h_now_ms() + 60000;
-
-		while (proxy_alive(a))
-			if (h_now_ms() < deadline)
-				h_sleep_ms(20);
-			else
-				break;
-	}
+	deadline = h_now_ms() + 60000;
+	while (proxy_alive(a) && h_now_ms() < deadline)
+		h_sleep_ms(20);
 	if (proxy_alive(a)) {
 		load_stop(&l);
 		cr_assert_fail("the drained instance did not exit within 60 s of SIGTERM");
@@ -366,7 +370,7 @@ static void drain_under_load(struct proxy *a, struct proxy *b, const char *uri, 
 	after = proxy_counter(b, "requests_forwarded");
 	wait_forwarded(b, after + 200, "the other instance serving after the drain");
 	load_stop(&l);
-	cr_log_info("lbtier drain: %" PRId64 " operations ok, %" PRId64 " failed; %s", l.ok,
+	cr_log_info("lbtier drain: %" PRId64 " operations ok, %" PRId64 " failed; errors: %s", l.ok,
 		    l.failed, l.errors);
 	cr_assert_eq(l.failed, 0, "%" PRId64 " failed operations: %s", l.failed, l.errors);
 	cr_assert_gt(l.ok, 0, "no operation succeeded");
