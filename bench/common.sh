@@ -1,6 +1,7 @@
-# bench/common.sh — shell functions shared by bench/run.sh and
-# bench/profile.sh (sourced, not run): free ports, waiting for a listener,
-# and starting the backend both measure against.
+# bench/common.sh — shell functions shared by bench/run.sh, bench/profile.sh,
+# bench/tls.sh and bench/ceiling.sh (sourced, not run): free ports, waiting
+# for a listener, starting the backend they measure against, starting a
+# mongoplex (start_ini_proxy) and reading a process's CPU time (cpu_ticks).
 #
 # The caller defines log() and die() and sets ROOT (the checkout), OUT (its
 # output folder) and these (defaults in brackets):
@@ -17,6 +18,26 @@
 # caller stops it with scripts/backend.sh stop "$BACKEND_DIR" on exit); for
 # the curve model it sets CURVE_PID and adds it to PIDS (the caller stops
 # those by pid on exit).
+
+# start_ini_proxy NAME INI-LINES...: starts $MP (default $BUILD_DIR/mongoplex)
+# with listen_port = 0, pool_size = 8 and the given lines; config $C/NAME.ini,
+# log $OUT/NAME.log, pid in $C/NAME.pid; prints the port (callers run it in a
+# command substitution, so the pid is only in the file: stop $C/*.pid on exit).
+start_ini_proxy() {
+  local name="$1" port mp="${MP:-${BUILD_DIR:-$ROOT/build}/mongoplex}"; shift
+  { echo "[mongoplex]"; echo "listen_port = 0"; echo "pool_size = 8"; printf '%s\n' "$@"; } > "$C/$name.ini"
+  "$mp" -c "$C/$name.ini" >"$OUT/$name.log" 2>&1 &
+  echo $! > "$C/$name.pid"
+  for _ in $(seq 1 100); do
+    port="$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$OUT/$name.log" | head -n 1)"
+    [ -n "$port" ] && { echo "$port"; return 0; }
+    sleep 0.1
+  done
+  echo "proxy $name did not start" >&2; cat "$OUT/$name.log" >&2; exit 2
+}
+
+# CPU time (user + system) of PID in clock ticks (getconf CLK_TCK), from /proc.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 # A free loopback port chosen by the kernel (a small race remains).
 free_port() {

@@ -25,7 +25,7 @@ mkdir -p "$OUT"
 C="$(mktemp -d /tmp/mpb-XXXXXX)"
 cleanup() {
   local p
-  # (start_proxy runs in a command substitution: its pids are in $C/*.pid)
+  # (start_ini_proxy runs in a command substitution: its pids are in $C/*.pid)
   for f in "$C"/*.pid; do [ -f "$f" ] && kill -INT "$(cat "$f")" 2>/dev/null || true; done
   "$ROOT/scripts/backend.sh" stop "$C/fer" >/dev/null 2>&1 || true
   "$ROOT/scripts/backend.sh" stop "$C/java" >/dev/null 2>&1 || true
@@ -39,30 +39,19 @@ TLS_URI="$(MONGOPLEX_TLS_CERT=$C/server.pem MONGOPLEX_TLS_KEY=$C/server.key MONG
   MONGOPLEX_TLS_CLIENT=$C/cc.pem "$ROOT/scripts/backend.sh" start ferretdb-tls "$C/fer")"
 PLAIN_URI="$(cat "$C/fer/plain_uri")"
 
-# start_proxy NAME INI-LINES...: prints the port
-start_proxy() {
-  local name="$1"; shift
-  { echo "[mongoplex]"; echo "listen_port = 0"; echo "pool_size = 8"; printf '%s\n' "$@"; } > "$C/$name.ini"
-  "$MP" -c "$C/$name.ini" >"$OUT/$name.log" 2>&1 &
-  echo $! > "$C/$name.pid"
-  for _ in $(seq 1 100); do
-    port="$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$OUT/$name.log" | head -n 1)"
-    [ -n "$port" ] && { echo "$port"; return 0; }
-    sleep 0.1
-  done
-  echo "proxy $name did not start" >&2; cat "$OUT/$name.log" >&2; exit 2
-}
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# start_ini_proxy (prints the port; pid in $C/NAME.pid) and cpu_ticks:
+# shellcheck source=bench/common.sh
+. "$ROOT/bench/common.sh"
 
 # Part A, the client side on a fast backend (mongo-java-server, plain):
 # proxy without TLS vs proxy with client TLS (requireTLS).
 J_URI="$("$ROOT/scripts/backend.sh" start java "$C/java")"
-P_JPLAIN="$(start_proxy jplain "backend_uri = $J_URI")"
-P_JTLS="$(start_proxy jtls "backend_uri = $J_URI" "client_tls_mode = requireTLS" \
+P_JPLAIN="$(start_ini_proxy jplain "backend_uri = $J_URI")"
+P_JTLS="$(start_ini_proxy jtls "backend_uri = $J_URI" "client_tls_mode = requireTLS" \
   "client_tls_cert_file = $C/server.pem" "client_tls_key_file = $C/server.key")"
 # Part B, both sides on FerretDB (TLS + SCRAM; slow, so fewer queries):
 # direct over TLS vs proxy with client TLS and backend TLS.
-P_TLS="$(start_proxy tls "backend_uri = $TLS_URI" "client_tls_mode = requireTLS" \
+P_TLS="$(start_ini_proxy tls "backend_uri = $TLS_URI" "client_tls_mode = requireTLS" \
   "client_tls_cert_file = $C/server.pem" "client_tls_key_file = $C/server.key")"
 CA="tls=true&tlsCAFile=$C/ca.pem"
 

@@ -12,7 +12,8 @@
 #            mongodb+srv test's DNS server and network namespace), Node.js + npm, Go >= 1.22
 #            (golang-1.23, to build FerretDB), Rust >= 1.88 (rustc-web + cargo-web,
 #            bookworm-security: the Rust driver), clang + libclang-rt-14-dev
-#            (fuzzing), strace, the pymongo 4 venv ($MONGOPLEX_CACHE, default
+#            (fuzzing), strace, haproxy (tests/integration/test_lb_tier.c and
+#            bench/run.sh's TCP relay), the pymongo 4 venv ($MONGOPLEX_CACHE, default
 #            .cache: pymongo4-venv) and
 #            tests/drivers/install.sh (the pinned driver matrix)
 #   package  debhelper devscripts lintian fakeroot dpkg-dev systemd man-db
@@ -62,6 +63,7 @@ pkgs_demo=(
 pkgs_test=(
   clang-format libcriterion-dev python3-mockupdb python3-venv
   clang libclang-rt-14-dev strace
+  haproxy
   dnsmasq-base iproute2
   "$GO_PKG"
   # Rust 1.96 (bookworm-security; bookworm's rustc 1.85 is older than the
