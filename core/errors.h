@@ -40,11 +40,15 @@
 	  "requires authentication); or a session-wide command (killAllSessions, " \
 	  "currentOp, $currentOp, $listSessions, ...) through a shared backend identity") \
 	X(TYPE_MISMATCH, 14, "TypeMismatch", NULL, \
-	  "a getMore/killCursors whose cursor id is not an integer; a hello whose " \
-	  "topologyVersion or maxAwaitTimeMS has the wrong type") \
+	  "a getMore/killCursors whose cursor id is not an integer (checked before the " \
+	  "ownership test); a hello whose topologyVersion or maxAwaitTimeMS has the wrong " \
+	  "type") \
 	X(OVERFLOW, 15, "Overflow", NULL, \
-	  "a document nests deeper than mongod's 200 levels (each OP_MSG section document " \
-	  "is depth 0); the connection stays usable") \
+	  "a document nests deeper than mongod's 200 levels: each OP_MSG section document " \
+	  "is depth 0, each embedded document or array one more, so a find filter chain " \
+	  "may hold 200 documents counting the filter, and an insert document may nest " \
+	  "200 levels in a kind-1 sequence, 198 inside the body's documents array; the " \
+	  "connection stays usable") \
 	X(AUTHENTICATION_FAILED, 18, "AuthenticationFailed", NULL, \
 	  "a client login failed (mongoplex: Authentication failed.; the log says why), " \
 	  "credentials sent while auth_mode = none, or the proxy's own backend login " \
@@ -54,8 +58,10 @@
 	  "a document in the message is not valid BSON") \
 	X(CURSOR_NOT_FOUND, 43, "CursorNotFound", NULL, \
 	  "a getMore of a cursor this client connection did not open (another client's, a " \
-	  "logged-out user's, or none), or of a load-balanced cursor pin released after " \
-	  "lb_pin_idle_timeout_ms (mongoplex: cursor id N not found)") \
+	  "logged-out user's, or none: mongoplex: cursor id N not found, as mongod " \
+	  "answers an unknown cursor), or of a load-balanced cursor whose pin expired " \
+	  "after lb_pin_idle_timeout_ms; killCursors of such ids answers ok: 1 with them " \
+	  "in cursorsNotFound (owned ids in the same command are killed)") \
 	X(FAILED_TO_SATISFY_READ_PREFERENCE, 133, "FailedToSatisfyReadPreference", NULL, \
 	  "replica set: no member could serve the request's read preference (for a write: " \
 	  "no primary) within serverSelectionTimeoutMS / queue_timeout_ms; never sent") \
@@ -80,9 +86,11 @@
 	  "messageLength outside 16 B .. 48 MB, or an OP_COMPRESSED uncompressedSize " \
 	  "above 48 MB (then the connection is closed)") \
 	X(IDL_DUPLICATE_FIELD, 40413, "IDLDuplicateField", NULL, \
-	  "a getMore/killCursors with a duplicated field") \
+	  "a getMore/killCursors with a duplicated field (checked before the ownership " \
+	  "test)") \
 	X(IDL_FAILED_TO_PARSE, 40414, "IDLFailedToParse", NULL, \
-	  "a getMore/killCursors without collection/cursors") \
+	  "a getMore/killCursors without collection/cursors (checked before the ownership " \
+	  "test)") \
 	X(LOCATION_40571, 40571, "Location40571", NULL, \
 	  "an OP_MSG without $db") \
 	X(LOCATION_31368, 31368, "Location31368", NULL, \

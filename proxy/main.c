@@ -47,8 +47,8 @@ int main(int argc, char **argv)
 	    {"help-config", no_argument, NULL, 1},
 	    {"write-example-config", no_argument, NULL, 2},
 	    {"scram-secret", required_argument, NULL, 3},
-	    {"write-settings-md", no_argument, NULL, 4},
-	    {"write-errors-md", no_argument, NULL, 5},
+	    {"write-settings-md", no_argument, NULL, 20},
+	    {"write-errors-md", no_argument, NULL, 21},
 	    {NULL, 0, NULL, 0},
 	};
 	const char *path = NULL;
@@ -82,10 +82,10 @@ int main(int argc, char **argv)
 			return 0;
 		case 3:
 			return cauth_secret_main(optarg);
-		case 4:
+		case 20:
 			cfg_write_markdown(stdout);
 			return 0;
-		case 5:
+		case 21:
 			mp_errors_write_markdown(stdout);
 			return 0;
 		default:
