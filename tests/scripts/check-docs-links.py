@@ -9,7 +9,8 @@ docs/settings.md (ctest docs_links).
                                         docs/settings.md
     check-docs-links.py --self-test     run the checker on a good and a broken
                                         fixture: the good one must pass, the
-                                        broken one must report each planted fault
+                                        broken one must report each planted fault,
+                                        a setting missing from settings.md too
 
 Anchors follow GitHub's rules: a heading's text (markup removed) lowercased,
 spaces to '-', punctuation other than '-' and '_' dropped, a repeated anchor
@@ -152,6 +153,23 @@ def self_test():
                     print("self-test: expected %d problems, got:" % len(expected), *got,
                           sep="\n  ")
                     ok = False
+        # The settings check: a fake binary whose table has one setting
+        # settings.md lacks.
+        root = os.path.join(d, "settings")
+        os.makedirs(os.path.join(root, "docs"))
+        with open(os.path.join(root, "README.md"), "w") as f:
+            f.write("# R\n")
+        with open(os.path.join(root, "docs", "settings.md"), "w") as f:
+            f.write("# Settings\n\n### `pool_size`\n")
+        fake = os.path.join(d, "fake-mongoplex")
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\nprintf 'pool_size (default: 16)\\n    text\\n"
+                    "missing_one (default: 1, reloadable)\\n    text\\n'\n")
+        os.chmod(fake, 0o755)
+        got = check(root, fake)
+        if len(got) != 1 or "setting missing_one has no entry" not in got[0]:
+            print("self-test: the missing setting was not reported alone:", *got, sep="\n  ")
+            ok = False
     print("self-test: %s" % ("passed" if ok else "FAILED"))
     return 0 if ok else 1
 
