@@ -38,7 +38,10 @@
 	X(UNAUTHORIZED, 13, "Unauthorized", NULL, \
 	  "auth_mode = scram and the client has not logged in (mongoplex: command X " \
 	  "requires authentication); or a session-wide command (killAllSessions, " \
-	  "currentOp, $currentOp, $listSessions, ...) through a shared backend identity") \
+	  "killSessions, currentOp, $currentOp, $listSessions, ...) through a shared " \
+	  "backend identity (mongoplex: currentOp is not allowed: every client of this " \
+	  "proxy reaches the backend as one shared identity ...; see " \
+	  "docs/authentication.md)") \
 	X(TYPE_MISMATCH, 14, "TypeMismatch", NULL, \
 	  "a getMore/killCursors whose cursor id is not an integer (checked before the " \
 	  "ownership test); a hello whose topologyVersion or maxAwaitTimeMS has the wrong " \
