@@ -5,6 +5,7 @@
  */
 #include "config/cfg.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -497,4 +498,54 @@ void cfg_free(struct cfg *c)
 			free(*p);
 			*p = NULL;
 		}
+}
+
+/* Markdown text: '|' would end a table cell, '<' start a tag, '*' emphasis. */
+static void md_text(FILE *out, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '|' || *s == '<' || *s == '*')
+			fputc('\\', out);
+		fputc(*s, out);
+	}
+}
+
+void cfg_write_markdown(FILE *out)
+{
+	const char *section = "";
+
+	fprintf(out, "# Settings\n\n"
+		     "<!-- Generated from the settings table in config/cfg.c by `mongoplex "
+		     "--write-settings-md`;\n     do not edit: run scripts/gen-docs.sh. -->\n\n"
+		     "One INI file, one `[mongoplex]` section (`mongoplex -c FILE`). The table in "
+		     "`config/cfg.c` is the single source of this page, of `mongoplex "
+		     "--help-config`, of the annotated example `config/mongoplex.ini` (`mongoplex "
+		     "--write-example-config`) and of the `mongoplex.ini(5)` man page. Settings "
+		     "marked *reloadable* take effect on `SIGHUP` (`systemctl reload mongoplex`); "
+		     "the others need a restart. Check a file with `mongoplex -c FILE "
+		     "--test-config`.\n\n"
+		     "| setting | default | reload |\n|---|---|---|\n");
+	for (size_t i = 0; i < NKEYS; i++)
+		fprintf(out, "| [`%s`](#%s) | %s%s%s | %s |\n", keys[i].name, keys[i].name,
+			keys[i].def[0] ? "`" : "", keys[i].def[0] ? keys[i].def : "empty",
+			keys[i].def[0] ? "`" : "", keys[i].reloadable ? "yes" : "no");
+	for (size_t i = 0; i < NKEYS; i++) {
+		const struct cfg_key *k = &keys[i];
+
+		if (strcmp(section, k->section) != 0) {
+			section = k->section;
+			fprintf(out, "\n## %c%s\n", toupper((unsigned char)section[0]),
+				section + 1);
+		}
+		fprintf(out, "\n### `%s`\n\nDefault: %s%s%s", k->name, k->def[0] ? "`" : "",
+			k->def[0] ? k->def : "empty", k->def[0] ? "`" : "");
+		if (k->type == CFG_INT)
+			fprintf(out, "; range %" PRId64 " to %" PRId64, k->min, k->max);
+		else if (k->type == CFG_MODE)
+			fprintf(out, "; range %04" PRIo64 " to %04" PRIo64 " (octal)", k->min,
+				k->max);
+		fprintf(out, "; %s.\n\n", k->reloadable ? "reloadable" : "needs a restart");
+		md_text(out, k->help);
+		fprintf(out, "\n");
+	}
 }

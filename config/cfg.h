@@ -132,6 +132,8 @@ void cfg_keep_static(const struct cfg *old, struct cfg *next);
 /* The annotated example file and `--help-config` text, from the table. */
 void cfg_write_example(FILE *out);
 void cfg_write_help(FILE *out);
+/* docs/settings.md, from the table (mongoplex --write-settings-md). */
+void cfg_write_markdown(FILE *out);
 
 /* Render one setting's current value as text (reload compares and logs them). */
 void cfg_format_value(const struct cfg *c, const struct cfg_key *k, char *buf, size_t len);

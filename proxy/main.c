@@ -10,6 +10,7 @@
 
 #include "config/cfg.h"
 #include "config/secret.h"
+#include "core/errors.h"
 #include "pool/auth.h"
 #include "proxy/cauth.h"
 #include "proxy/proxy.h"
@@ -26,6 +27,8 @@ static void usage(FILE *out)
 	    "  -v, --verbose              log at debug level (overrides log_level)\n"
 	    "      --help-config          describe every setting\n"
 	    "      --write-example-config print the annotated example configuration\n"
+	    "      --write-settings-md    print docs/settings.md (the settings reference)\n"
+	    "      --write-errors-md      print docs/errors.md (the errors the proxy returns)\n"
 	    "      --scram-secret USER    read a password on stdin, print the auth_users_file\n"
 	    "                             line for USER (db.user; plain user means admin.user)\n"
 	    "  -V, --version              print the version\n"
@@ -44,6 +47,8 @@ int main(int argc, char **argv)
 	    {"help-config", no_argument, NULL, 1},
 	    {"write-example-config", no_argument, NULL, 2},
 	    {"scram-secret", required_argument, NULL, 3},
+	    {"write-settings-md", no_argument, NULL, 20},
+	    {"write-errors-md", no_argument, NULL, 21},
 	    {NULL, 0, NULL, 0},
 	};
 	const char *path = NULL;
@@ -77,6 +82,12 @@ int main(int argc, char **argv)
 			return 0;
 		case 3:
 			return cauth_secret_main(optarg);
+		case 20:
+			cfg_write_markdown(stdout);
+			return 0;
+		case 21:
+			mp_errors_write_markdown(stdout);
+			return 0;
 		default:
 			usage(stderr);
 			return 2;

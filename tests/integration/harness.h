@@ -218,7 +218,7 @@ bool raw_ping_ok(int fd, int timeout_ms);
 
 /* A test that should run here but cannot (a limit it needs, a tool missing):
  * a failure with the reason, not a silent skip; a skip only when the user
- * opted out with MONGOPLEX_ALLOW_SKIPS=1 (README, "Two commands"). */
+ * opted out with MONGOPLEX_ALLOW_SKIPS=1 (docs/testing.md). */
 #define h_cannot_run(...)                                                                          \
 	do {                                                                                       \
 		const char *h_allow_ = getenv("MONGOPLEX_ALLOW_SKIPS");                            \

@@ -426,11 +426,11 @@ Test(backend_faults, handshake_never_answered)
 		int64_t code = h_get_int(&reply, "code", -1);
 
 		cr_assert_eq(h_get_int(&reply, "ok", -1), 0, "%s", j);
-		/* README: 89 NetworkTimeout "(or connect timeout)". Checked with
-		 * cr_expect so the recovery below is still exercised. */
+		/* docs/errors.md: 89 NetworkTimeout "connect plus handshake took longer". Checked
+		 * with cr_expect so the recovery below is still exercised. */
 		cr_expect_eq(code, 89,
-			     "connect/handshake timeout: expected 89 NetworkTimeout (README, "
-			     "\"Errors mongoplex itself returns\"), got %s",
+			     "connect/handshake timeout: expected 89 NetworkTimeout "
+			     "(docs/errors.md), got %s",
 			     j);
 		bson_free(j);
 	}
