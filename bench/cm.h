@@ -7,7 +7,8 @@
  * MongoDB: a MongoDB-wire server whose find replies are delayed so that
  * closed-loop clients see the curve (bench/curve.h), for the benchmark only.
  * Files: curvemodel.c (main, options, signals), cm_conn.c (connections,
- * framing, the delay timers), cm_cmd.c (the commands it answers), cm_docs.c
+ * framing, reads and writes), cm_sched.c (the delays: deadline heaps and the
+ * loop), cm_heap.c (the heap), cm_cmd.c (the commands it answers), cm_docs.c
  * (the virtual collection and its cursors), cm_ratelimit.c (log limits),
  * curve.c (the curve file and its math).
  *

@@ -31,6 +31,7 @@
 #include "bench/cm.h"
 #include "bench/cm_conn.h"
 #include "bench/cm_docs.h"
+#include "bench/cm_sched.h"
 #include "core/log.h"
 #include "core/xalloc.h"
 
@@ -274,7 +275,7 @@ int main(int argc, char **argv)
 		   (long long)cm.slack_us, cm.think_comp ? "on" : "off");
 	printf("mongodb://127.0.0.1:%d/\n", cm.port);
 	fflush(stdout);
-	cm_conn_run();
+	cm_sched_run();
 	cm_conn_close_all();
 	cm_cursor_expire(true);
 	evconnlistener_free(l);
