@@ -12,7 +12,7 @@
  * (the virtual collection and its cursors), cm_ratelimit.c (log limits),
  * curve.c (the curve file and its math).
  *
- * Rules: one thread; only the loop (cm_conn_run) and its callbacks touch it.
+ * Rules: one thread; only the loop (cm_sched_run) and its callbacks touch it.
  * in_service is the number of queries (finds) that arrived and whose curve
  * latency has not yet run out: a query's latency is fixed on arrival (its
  * kernel receive time) from in_service + 1 at that time.
@@ -46,8 +46,8 @@ struct cm_state {
 	int64_t slack_us;     /* --timer-slack-us: replies due this soon go out on this wake */
 	bool think_comp;      /* --think-compensation: subtract the client's think time */
 	double think_hi_us;   /* about the largest per-connection think time (bounds the sleep) */
-	uint64_t wakeups;     /* loop passes that slept on a deadline (cm_conn_run) */
-	bool stop;	      /* SIGTERM/SIGINT: cm_conn_run returns */
+	uint64_t wakeups;     /* loop passes that slept on a deadline (cm_sched_run) */
+	bool stop;	      /* SIGTERM/SIGINT: cm_sched_run returns */
 };
 
 extern struct cm_state cm;

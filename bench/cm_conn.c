@@ -43,11 +43,13 @@ struct cm_conn {
 	char peer[64];
 	struct cm_pending_list pending; /* in arrival order */
 	int npending;
-	bool paused;	  /* reading stopped by the bounds (cm_conn.h) */
-	bool writing;	  /* wr is added: out holds bytes */
-	int64_t rx_us;	  /* receive time of the bytes being framed */
-	int64_t wrote_us; /* when its last reply was written, 0: none yet */
-	double think_us;  /* running mean think time, -1: no sample yet */
+	bool paused;		      /* reading stopped by the bounds (cm_conn.h) */
+	bool writing;		      /* wr is added: out holds bytes */
+	int64_t rx_us;		      /* receive time of the bytes being framed */
+	int64_t wrote_us;	      /* when its last reply was written, 0: none yet */
+	double think_us;	      /* running mean think time, -1: no sample yet */
+	struct cm_pending *last_find; /* its last find written (cm_sched_end_service) */
+	uint32_t last_find_gen;
 	TAILQ_ENTRY(cm_conn) link;
 };
 
@@ -132,6 +134,10 @@ void cm_conn_write(struct cm_pending *p, int64_t now)
 		}
 	}
 	c->wrote_us = now;
+	if (p->cost_ids >= 0) {
+		c->last_find = p;
+		c->last_find_gen = p->gen;
+	}
 	cm_sched_forget(p);
 	maybe_resume(c);
 }
@@ -175,6 +181,10 @@ static void reply_msg(struct cm_conn *c, int32_t request_id, struct cm_reply *r,
 			if (c->think_us > cm.think_hi_us)
 				cm.think_hi_us = c->think_us;
 		}
+	}
+	if (r->cost_ids >= 0 && c->last_find) {
+		cm_sched_end_service(c->last_find, c->last_find_gen);
+		c->last_find = NULL;
 	}
 	p = cm_sched_new(c);
 	TAILQ_INSERT_TAIL(&c->pending, p, link);

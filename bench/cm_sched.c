@@ -38,6 +38,7 @@ struct cm_pending *cm_sched_new(struct cm_conn *c)
 	}
 	cm_heap_node_init(&p->due);
 	cm_heap_node_init(&p->svc);
+	p->gen++;
 	p->conn = c;
 	p->queued = false;
 	return p;
@@ -78,6 +79,15 @@ void cm_sched_forget(struct cm_pending *p)
 	release(p);
 }
 
+void cm_sched_end_service(struct cm_pending *p, uint32_t gen)
+{
+	if (p->gen != gen || !cm_heap_in(&p->svc))
+		return;
+	cm_heap_remove(&svc_heap, &p->svc);
+	cm.in_service = svc_heap.n;
+	release(p);
+}
+
 void cm_sched_free_all(void)
 {
 	struct cm_heap_node *x;
@@ -106,13 +116,14 @@ void cm_sched_free_all(void)
 /* Signed error of a write against its due time: the wake is set earlier by
  * the running mean, so that replies go out on time on average (the loop
  * wakes late on a busy machine; replies written early by the slack pull it
- * back). Clamped to [-slack, 2 ms]: a stall is not the loop's usual lateness. */
+ * back). The lead stays in [-slack, 2 ms], an error counts up to 5 ms: a
+ * long stall is not the loop's usual lateness. */
 static void note_error(int64_t err_us)
 {
 	double e = (double)err_us;
 
-	if (e > 2000)
-		e = 2000;
+	if (e > 5000)
+		e = 5000;
 	cm.late_usec_avg += e / 64;
 	if (cm.late_usec_avg > 2000)
 		cm.late_usec_avg = 2000;

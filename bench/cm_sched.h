@@ -48,6 +48,7 @@ struct cm_pending {
 	int64_t arrival_us;	 /* the message's kernel receive time */
 	double think_us;	 /* the connection's think time then (-1: none) */
 	int cost_ids;		 /* ids of a find, -1 for other commands */
+	uint32_t gen;		 /* bumped on every reuse (cm_sched_end_service) */
 	bool queued;
 	TAILQ_ENTRY(cm_pending) link; /* on its connection's list */
 };
@@ -63,6 +64,12 @@ void cm_sched_queue(struct cm_pending *p, int64_t arrival_us, int cost_ids, doub
 /* p is off its connection (written, or the connection closed): out of the
  * due heap; reused once it is out of service too. */
 void cm_sched_forget(struct cm_pending *p);
+/* A connection's next find arrived while its previous find p, already
+ * answered (early, by the think-time compensation), is still in service:
+ * p's service ends now, the client has moved on (so a closed-loop client
+ * counts once in c). Nothing when p was reused since (gen differs) or its
+ * service already ended. */
+void cm_sched_end_service(struct cm_pending *p, uint32_t gen);
 /* The model's loop: runs until cm.stop (SIGTERM/SIGINT). */
 void cm_sched_run(void);
 /* Frees everything (at exit, after every connection closed). */

@@ -393,3 +393,26 @@ Test(curvemodel, status_reports_slack_and_think_compensation)
 	mongoc_client_destroy(c);
 	model_stop(&m);
 }
+
+/* A closed-loop client counts once in c: with the think-time compensation
+ * its reply goes out before its query's service ends, and its next query
+ * ends that service on arrival instead of finding it still in service
+ * (which would serve it at c = 2). 200 sequential finds on one connection:
+ * at most 1 in service ever. */
+Test(curvemodel, closed_loop_client_counts_once_in_service)
+{
+	struct model m;
+	int64_t ids[4];
+
+	model_start(&m, curve_a, "1000", "0");
+	mongoc_client_t *c = h_client_uri(m.uri, "test_curvemodel");
+	mongoc_collection_t *coll = mongoc_client_get_collection(c, "cm", "docs");
+
+	for (int i = 0; i < 200; i++)
+		cr_assert_eq(find_ids(coll, "{\"_id\": 7}", NULL, ids, 4), 1);
+	mongoc_collection_destroy(coll);
+	mongoc_client_destroy(c);
+	cr_assert_eq(status_of(&m, "queries"), 200);
+	cr_assert_eq(status_of(&m, "maxInService"), 1);
+	model_stop(&m);
+}
