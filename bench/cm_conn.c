@@ -31,8 +31,7 @@
 #include "core/wire.h"
 #include "core/xalloc.h"
 
-#define THINK_MAX_US 5000 /* a longer gap is an idle client, not its think time */
-#define READ_ROUNDS  4	  /* recvmsg calls per read event at most */
+#define READ_ROUNDS 4 /* recvmsg calls per read event at most */
 
 /* One client connection. Rules: on the conns list from accept to close. */
 struct cm_conn {
@@ -173,7 +172,7 @@ static void reply_msg(struct cm_conn *c, int32_t request_id, struct cm_reply *r,
 
 		if (gap < 0)
 			gap = 0;
-		if (gap <= THINK_MAX_US) {
+		if (gap <= CM_THINK_MAX_US) {
 			c->think_us = c->think_us < 0
 					  ? (double)gap
 					  : c->think_us + ((double)gap - c->think_us) / 8;

@@ -152,9 +152,13 @@ static int by_arrival(const void *a, const void *b)
 }
 
 /* Fixes each arrival's delay, in receive order: a find of k ids gets the
- * curve's latency at c = the queries in service at its receive time + 1
+ * curve's latency L at c = the queries in service at its receive time + 1
  * (less the connection's think time with --think-compensation), then the
- * rtt; any other command the rtt only. */
+ * rtt; any other command the rtt only. With the compensation a find stays
+ * in service for L + 5 ms or until its connection's next find arrives,
+ * whichever comes first: a gap up to 5 ms is think time (the samples' own
+ * limit), so a client in a closed loop counts in c for its whole cycle, as
+ * the curve's threads do, and an idle one drops out 5 ms after. */
 static void schedule_arrivals(void)
 {
 	int n = narrivals;
@@ -165,6 +169,7 @@ static void schedule_arrivals(void)
 	for (int i = 0; i < n; i++) {
 		struct cm_pending *p = arrivals[i];
 		double delay_s = 0;
+		int64_t grace = 0;
 
 		p->queued = false;
 		if (!p->conn) { /* its connection closed */
@@ -181,12 +186,14 @@ static void schedule_arrivals(void)
 				cm.max_in_service = conc;
 			cm.queries++;
 			lat = curve_latency_s(cm.curve, p->cost_ids, conc);
+			delay_s = lat;
+			if (cm.think_comp && p->think_us >= 0) {
+				delay_s = curve_compensated_s(lat, p->think_us / 1e6);
+				grace = CM_THINK_MAX_US;
+			}
 			cm_heap_push(&svc_heap, &p->svc,
-				     p->arrival_us + (int64_t)(lat * 1e6 + 0.5));
+				     p->arrival_us + (int64_t)(lat * 1e6 + 0.5) + grace);
 			cm.in_service = svc_heap.n;
-			delay_s = cm.think_comp && p->think_us >= 0
-				      ? curve_compensated_s(lat, p->think_us / 1e6)
-				      : lat;
 		}
 		cm_heap_push(&due_heap, &p->due,
 			     p->arrival_us + (int64_t)(delay_s * 1e6 + 0.5) + cm.rtt_us);
@@ -194,15 +201,20 @@ static void schedule_arrivals(void)
 }
 
 /* Writes every reply due by now + the lead (the wake's offset, next_wake)
- * + slack, earliest first: the replies whose wake has come. */
+ * + its slack, earliest first: the replies whose wake has come. A reply's
+ * slack is --timer-slack-us, at most a fifth of its own delay (a short
+ * delay is not made much shorter). */
 static void write_due(int64_t now)
 {
-	int64_t horizon = now + (int64_t)cm.late_usec_avg + cm.slack_us;
+	int64_t base = now + (int64_t)cm.late_usec_avg;
 	struct cm_heap_node *x;
 
-	while ((x = cm_heap_top(&due_heap)) && x->key <= horizon) {
+	while ((x = cm_heap_top(&due_heap))) {
 		struct cm_pending *p = cm_heap_entry(x, struct cm_pending, due);
+		int64_t slack = (x->key - p->arrival_us) / 5;
 
+		if (x->key > base + (slack < cm.slack_us ? slack : cm.slack_us))
+			break;
 		cm_heap_pop(&due_heap);
 		note_error(now - x->key);
 		cm_conn_write(p, now);

@@ -34,6 +34,8 @@
 
 struct cm_conn;
 
+#define CM_THINK_MAX_US 5000 /* a longer gap is an idle client, not its think time */
+
 /* One reply from its message's arrival until written (or its connection
  * closes), and a find until its service ends. Rules: conn is set while it
  * is on its connection's list (cm_conn.c); queued while read but not yet

@@ -371,7 +371,7 @@ Test(curvemodel, status_reports_slack_and_think_compensation)
 	bson_iter_t it;
 
 	model_start(&m, curve_a, "10", "0");
-	cr_assert_eq(status_of(&m, "timerSlackUs"), 200);
+	cr_assert_eq(status_of(&m, "timerSlackUs"), 500);
 	c = h_client_uri(m.uri, "test_curvemodel");
 	cr_assert(h_cmd_json(c, "admin", "{\"curveModelStatus\": 1}", &reply, &err), "%s",
 		  err.message);
