@@ -3,10 +3,12 @@
  *
  * Delay of one reply: a find of k ids arriving (its kernel receive time,
  * SO_TIMESTAMPNS) while n other queries are in service gets the curve's
- * latency L at (k, c = n + 1), fixed on arrival (curve_latency_s); it is in
- * service for L, and its reply is due L (less the connection's think time
- * with --think-compensation, never below 0) plus --rtt-us after its
- * arrival. Every other command is due --rtt-us after its arrival.
+ * latency L at (k, c = n + 1), fixed on arrival (curve_latency_s); its
+ * reply is due L (less the connection's think time with
+ * --think-compensation, never below 0) plus --rtt-us after its arrival.
+ * It is in service for L; with the compensation, until its connection's
+ * next find arrives, at most 5 ms (CM_THINK_MAX_US) more. Every other
+ * command is due --rtt-us after its arrival.
  *
  * CPU: two deadline heaps (cm_heap.h: replies by due time, queries in
  * service by the end of their service) and one wake for the earliest reply,
@@ -16,12 +18,12 @@
  * meanwhile could get (curve_min_latency_s), then polls the event loop
  * without blocking, which reads every connection that has bytes; messages
  * are dated by their receive time and scheduled in that order. Each wake
- * writes every reply due within --timer-slack-us; the wake's offset is the
- * running mean of (written - due) over replies, so that they are on time
- * on average. A non-query reply (hello, ping) arriving while queries are in
- * service can wait up to that sleep. With no reply waiting the loop blocks
- * in the event loop until something arrives. No per-query malloc: pending
- * structs and their reply buffers are reused.
+ * writes every reply due within --timer-slack-us (at most a fifth of its
+ * delay); the wake's offset is the running mean of (written - due) over
+ * replies, so that they are on time on average. A non-query reply (hello, ping) arriving while
+ * queries are in service can wait up to that sleep. With no reply waiting the loop blocks in the
+ * event loop until something arrives. No per-query malloc: pending structs and their reply buffers
+ * are reused.
  */
 #pragma once
 
