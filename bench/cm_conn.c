@@ -132,7 +132,7 @@ void cm_conn_write(struct cm_pending *p, int64_t now)
 			event_add(&c->wr, NULL);
 		}
 	}
-	c->wrote_us = now;
+	c->wrote_us = cm_mono_usec(); /* after the write: the think time starts */
 	if (p->cost_ids >= 0) {
 		c->last_find = p;
 		c->last_find_gen = p->gen;

@@ -216,6 +216,7 @@ static void write_due(int64_t now)
 		if (x->key > base + (slack < cm.slack_us ? slack : cm.slack_us))
 			break;
 		cm_heap_pop(&due_heap);
+		now = cm_mono_usec(); /* the writes before it took time */
 		note_error(now - x->key);
 		cm_conn_write(p, now);
 	}
