@@ -249,7 +249,9 @@ static bool next_wake(int64_t now, int64_t *wake)
 	if (!x)
 		return false;
 	t = x->key - (int64_t)cm.late_usec_avg;
-	conc = 1 + svc_heap.n - cm_heap_count_le(&svc_heap, t);
+	/* with the compensation an arriving find may end its connection's
+	 * previous one, which this counts: one fewer then */
+	conc = (cm.think_comp ? 0 : 1) + svc_heap.n - cm_heap_count_le(&svc_heap, t);
 	bound = (int64_t)(curve_min_latency_s(cm.curve, conc) * 1e6);
 	if (cm.think_comp)
 		bound -= (int64_t)cm.think_hi_us;
