@@ -37,12 +37,14 @@ mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
+uptime_before="$(uptime)"
 rc=0
 BACKEND=curve MONGOPLEX=off HAPROXY=off MONGOBETWEEN=off UNIX=off AUTH=off \
   THREADS=1,5,10,20,50,100 IDS=1,10,20 CELL_QUERIES="${CELL_QUERIES:-10000}" \
   REPEAT="${REPEAT:-3}" WARMUP="${WARMUP:-200}" OUT="$OUT" "$ROOT/bench/run.sh" \
   >"$OUT/run.log" 2>&1 || rc=$?
 load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
+uptime_after="$(uptime)"
 model="${CURVEMODEL_BIN:-$BUILD_DIR/bench/mongoplex-curvemodel}"
 "$model" --curve "$CURVE" --print-curve >"$OUT/model-curve.csv" ||
   { echo "calibrate.sh: $model --print-curve failed" >&2; exit 2; }
@@ -53,7 +55,7 @@ if [[ "$rc" -ne 0 || ! -f "$OUT/results.json" ]]; then
 fi
 
 python3 - "$CURVE" "$OUT/results.json" "$TOLERANCE" "$load_before" "$load_after" "$(nproc)" \
-  "$OUT/model-curve.csv" \
+  "$OUT/model-curve.csv" "$uptime_before" "$uptime_after" "${CURVE_ARGS:-}" \
   <<'PY' | tee "$OUT/calibration.txt"
 import json, statistics, sys
 
@@ -75,6 +77,9 @@ cells = {(r["ids"], r["threads"]): r for r in d["results"] if r["path"] == "dire
 print(f"curve model calibration: {curve}")
 print(f"  {d['config']['cell_queries']} queries per run, median of {d['config']['repeat']} runs;"
       f" load average before {sys.argv[4]}, after {sys.argv[5]} ({sys.argv[6]} cores)")
+print(f"  uptime before: {sys.argv[8].strip()}")
+print(f"  uptime after:  {sys.argv[9].strip()}")
+print(f"  model flags: {sys.argv[10] or '(defaults)'}")
 print("  seed = the curve file's cell; model = what the model serves there (--print-curve);"
       " measured by the report's formula 10000/(total_time/threads) and by the wall clock,"
       " ratios to the seed; p50 against the model's latency at c = threads; rest = threads /"

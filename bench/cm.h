@@ -7,13 +7,15 @@
  * MongoDB: a MongoDB-wire server whose find replies are delayed so that
  * closed-loop clients see the curve (bench/curve.h), for the benchmark only.
  * Files: curvemodel.c (main, options, signals), cm_conn.c (connections,
- * framing, the delay timers), cm_cmd.c (the commands it answers), cm_docs.c
+ * framing, reads and writes), cm_sched.c (the delays: deadline heaps and the
+ * loop), cm_heap.c (the heap), cm_cmd.c (the commands it answers), cm_docs.c
  * (the virtual collection and its cursors), cm_ratelimit.c (log limits),
  * curve.c (the curve file and its math).
  *
- * Rules: one thread; only the loop's callbacks touch it. in_service is the
- * number of queries (finds) that arrived and whose curve latency has not yet
- * run out: a query's latency is fixed on arrival from in_service + 1.
+ * Rules: one thread; only the loop (cm_sched_run) and its callbacks touch it.
+ * in_service is the number of queries (finds) that arrived and whose curve
+ * latency has not yet run out: a query's latency is fixed on arrival (its
+ * kernel receive time) from in_service + 1 at that time.
  */
 #pragma once
 
@@ -40,7 +42,12 @@ struct cm_state {
 	uint64_t commands;	/* every command answered */
 	uint64_t reloads;	/* successful SIGHUP reloads */
 	uint64_t reload_failures;
-	double late_usec_avg; /* how late timers fire, moving mean (cm_conn.c) */
+	double late_usec_avg; /* how early the wake is set: the loop's mean lateness (cm_conn.c) */
+	int64_t slack_us;     /* --timer-slack-us: replies due this soon go out on this wake */
+	bool think_comp;      /* --think-compensation: subtract the client's think time */
+	double think_hi_us;   /* about the largest per-connection think time (bounds the sleep) */
+	uint64_t wakeups;     /* loop passes that slept on a deadline (cm_sched_run) */
+	bool stop;	      /* SIGTERM/SIGINT: cm_sched_run returns */
 };
 
 extern struct cm_state cm;

@@ -144,6 +144,10 @@ static void cmd_status(struct ctx *x)
 	BSON_APPEND_INT32(d, "connections", cm.conns);
 	BSON_APPEND_INT32(d, "cursors", cm_cursor_count());
 	BSON_APPEND_DOUBLE(d, "timerLateUs", cm.late_usec_avg);
+	BSON_APPEND_INT64(d, "timerSlackUs", cm.slack_us);
+	BSON_APPEND_BOOL(d, "thinkCompensation", cm.think_comp);
+	BSON_APPEND_DOUBLE(d, "thinkHighUs", cm.think_hi_us);
+	BSON_APPEND_INT64(d, "wakeups", (int64_t)cm.wakeups);
 	BSON_APPEND_INT64(d, "reloads", (int64_t)cm.reloads);
 	BSON_APPEND_INT64(d, "reloadFailures", (int64_t)cm.reload_failures);
 	ok(d);

@@ -1,77 +1,89 @@
 /*
  * cm_conn.c — connections of the curve model (see cm_conn.h).
  *
- *   accept ─▶ read_cb ─▶ frame (wire_frame_check) ─▶ handle ─▶ cm_cmd_* ─▶ schedule
- *   schedule: find ─▶ timer(curve latency, in service) ─▶ timer(rtt) ─▶ write
- *             other ─▶ timer(rtt) ─▶ write            (rtt 0: no second timer)
+ *   accept ─▶ read_cb (recvmsg: the bytes and their kernel receive time)
+ *          ─▶ frame (wire_frame_check) ─▶ handle ─▶ cm_cmd_* ─▶ cm_sched_queue
+ *   cm_sched.c, when due ─▶ cm_conn_write (one write, straight to the socket)
  */
 #include "bench/cm_conn.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
+#include <event2/event.h>
 #include <event2/event_struct.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench/cm.h"
 #include "bench/cm_cmd.h"
+#include "bench/cm_sched.h"
 #include "bench/cm_ratelimit.h"
 #include "core/list.h"
 #include "core/log.h"
 #include "core/wire.h"
 #include "core/xalloc.h"
 
-struct cm_conn;
-
-/* One reply waiting for its time. Rules: on conn->pending from schedule
- * until written or its connection closes; counted in cm.in_service while
- * in_service. */
-struct cm_pending {
-	struct event timer;
-	struct cm_conn *conn;
-	struct evbuffer *reply; /* the framed reply */
-	bool in_service;
-	int64_t due_usec; /* when its current timer should fire (monotonic) */
-	TAILQ_ENTRY(cm_pending) link;
-};
+#define READ_ROUNDS 4 /* recvmsg calls per read event at most */
 
 /* One client connection. Rules: on the conns list from accept to close. */
 struct cm_conn {
 	int64_t id;
-	struct bufferevent *bev;
+	evutil_socket_t fd;
+	struct event rd, wr;
+	struct evbuffer *in, *out;
 	char peer[64];
-	TAILQ_HEAD(, cm_pending) pending; /* in arrival order */
+	struct cm_pending_list pending; /* in arrival order */
 	int npending;
-	bool paused; /* reading stopped by the bounds (cm_conn.h) */
+	bool paused;		      /* reading stopped by the bounds (cm_conn.h) */
+	bool writing;		      /* wr is added: out holds bytes */
+	int64_t rx_us;		      /* receive time of the bytes being framed */
+	int64_t wrote_us;	      /* when its last reply was written, 0: none yet */
+	double think_us;	      /* running mean think time, -1: no sample yet */
+	struct cm_pending *last_find; /* its last find written (cm_sched_end_service) */
+	uint32_t last_find_gen;
 	TAILQ_ENTRY(cm_conn) link;
 };
 
 static TAILQ_HEAD(, cm_conn) conns = TAILQ_HEAD_INITIALIZER(conns);
 static int64_t next_conn_id = 1;
 
-static void read_cb(struct bufferevent *bev, void *arg);
+static void process_input(struct cm_conn *c);
+
+/* Off its connection (written, or the connection closes). */
+static void pending_detach(struct cm_pending *p)
+{
+	struct cm_conn *c = p->conn;
+
+	TAILQ_REMOVE(&c->pending, p, link);
+	c->npending--;
+	cm_sched_forget(p);
+}
+
+/* ------------------------------------------------------------ connections */
 
 static void conn_close(struct cm_conn *c, const char *why)
 {
-	struct cm_pending *p, *tmp;
+	struct cm_pending *p;
 
 	if (why)
 		log_info("curve-model: C-%lld %s: closing: %s", (long long)c->id, c->peer, why);
-	TAILQ_FOREACH_SAFE(p, &c->pending, link, tmp) {
-		event_del(&p->timer);
-		if (p->in_service)
-			cm.in_service--;
-		evbuffer_free(p->reply);
-		free(p);
-	}
+	while ((p = TAILQ_FIRST(&c->pending)))
+		pending_detach(p); /* kept while queued or in service */
 	TAILQ_REMOVE(&conns, c, link);
 	cm.conns--;
-	bufferevent_free(c->bev);
+	event_del(&c->rd);
+	event_del(&c->wr);
+	evutil_closesocket(c->fd);
+	evbuffer_free(c->in);
+	evbuffer_free(c->out);
 	free(c);
 }
 
@@ -79,14 +91,12 @@ void cm_conn_close_all(void)
 {
 	while (!TAILQ_EMPTY(&conns))
 		conn_close(TAILQ_FIRST(&conns), NULL);
+	cm_sched_free_all();
 }
-
-/* ------------------------------------------------------------ replies */
 
 static bool over_bounds(struct cm_conn *c)
 {
-	return c->npending >= CM_MAX_PENDING ||
-	       evbuffer_get_length(bufferevent_get_output(c->bev)) >= CM_MAX_OUTPUT;
+	return c->npending >= CM_MAX_PENDING || evbuffer_get_length(c->out) >= CM_MAX_OUTPUT;
 }
 
 /* Reading resumes once the bounds allow it again. */
@@ -95,124 +105,94 @@ static void maybe_resume(struct cm_conn *c)
 	if (!c->paused || over_bounds(c))
 		return;
 	c->paused = false;
-	bufferevent_enable(c->bev, EV_READ);
-	read_cb(c->bev, c); /* messages already buffered */
+	event_add(&c->rd, NULL);
+	c->rx_us = cm_mono_usec(); /* held back: they arrive now */
+	process_input(c);	   /* messages already buffered */
 }
 
-static void write_pending(struct cm_pending *p)
+/* ------------------------------------------------------------ replies */
+
+void cm_conn_write(struct cm_pending *p, int64_t now)
 {
 	struct cm_conn *c = p->conn;
 
-	struct evbuffer *out = bufferevent_get_output(c->bev);
-
 	TAILQ_REMOVE(&c->pending, p, link);
 	c->npending--;
-	/* straight to the socket when nothing waits before it: no write event
-	 * to add and remove per reply (half the model's system calls) */
-	if (evbuffer_get_length(out) == 0)
-		evbuffer_write(p->reply, bufferevent_getfd(c->bev));
-	if (evbuffer_get_length(p->reply) > 0)
-		bufferevent_write_buffer(c->bev, p->reply);
-	evbuffer_free(p->reply);
-	free(p);
+	/* straight to the socket when nothing waits before it: no write event */
+	if (evbuffer_get_length(c->out) == 0 && evbuffer_write(p->reply, c->fd) < 0 &&
+	    errno != EAGAIN && errno != EINTR) {
+		cm_sched_forget(p);
+		conn_close(c, strerror(errno));
+		return;
+	}
+	if (evbuffer_get_length(p->reply) > 0) {
+		evbuffer_add_buffer(c->out, p->reply);
+		if (!c->writing) {
+			c->writing = true;
+			event_add(&c->wr, NULL);
+		}
+	}
+	c->wrote_us = cm_mono_usec(); /* after the write: the think time starts */
+	if (p->cost_ids >= 0) {
+		c->last_find = p;
+		c->last_find_gen = p->gen;
+	}
+	cm_sched_forget(p);
 	maybe_resume(c);
 }
 
-static int64_t mono_usec(void)
+static void write_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct timespec ts;
+	struct cm_conn *c = arg;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-/* Fires in usec, earlier by the mean lateness of the timers so far (the
- * loop wakes late on a busy machine): replies go out on time on average. */
-static void arm(struct cm_pending *p, int64_t usec)
-{
-	int64_t early = usec - (int64_t)cm.late_usec_avg;
-	struct timeval tv;
-
-	p->due_usec = mono_usec() + usec;
-	if (early < 0)
-		early = 0;
-	tv.tv_sec = (time_t)(early / 1000000);
-	tv.tv_usec = (suseconds_t)(early % 1000000);
-	evtimer_add(&p->timer, &tv);
-}
-
-/* Mean lateness, a moving average over about the last 64 timers. */
-static void note_lateness(const struct cm_pending *p)
-{
-	/* as if armed on time */
-	double late = (double)(mono_usec() - p->due_usec) + (double)(int64_t)cm.late_usec_avg;
-
-	if (late < 0)
-		late = 0;
-	if (late > 2000)
-		late = 2000; /* a stall is not the loop's usual lateness */
-	cm.late_usec_avg += (late - cm.late_usec_avg) / 64;
-}
-
-/* The curve latency ran out (then the round trip), or the round trip did. */
-static void timer_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct cm_pending *p = arg;
-
-	note_lateness(p);
-	if (p->in_service) {
-		p->in_service = false;
-		cm.in_service--;
-		if (cm.rtt_us > 0) {
-			arm(p, cm.rtt_us);
-			return;
-		}
-	}
-	write_pending(p);
-}
-
-/* Queues the framed reply with its delay: the curve's for a query of
- * cost_ids ids (fixed now, from the queries in service), then the rtt. */
-static void schedule(struct cm_conn *c, struct evbuffer *reply, int cost_ids)
-{
-	struct cm_pending *p = xcalloc(1, sizeof *p);
-	int64_t usec = cm.rtt_us;
-
-	p->conn = c;
-	p->reply = reply;
-	evtimer_assign(&p->timer, cm.base, timer_cb, p);
-	TAILQ_INSERT_TAIL(&c->pending, p, link);
-	c->npending++;
-	if (cost_ids >= 0) {
-		int conc = ++cm.in_service;
-
-		if (conc > cm.max_in_service)
-			cm.max_in_service = conc;
-		cm.queries++;
-		p->in_service = true;
-		usec = (int64_t)(curve_latency_s(cm.curve, cost_ids, conc) * 1e6 + 0.5);
-	}
-	if (usec <= 0 && !p->in_service) {
-		write_pending(p);
+	if (evbuffer_write(c->out, fd) < 0 && errno != EAGAIN && errno != EINTR) {
+		conn_close(c, strerror(errno));
 		return;
 	}
-	arm(p, usec);
+	if (evbuffer_get_length(c->out) == 0) {
+		c->writing = false;
+		event_del(&c->wr);
+	}
+	maybe_resume(c);
 }
 
 /* ------------------------------------------------------------ messages */
 
+/* A message read: its reply waits in the arrivals until the service pass.
+ * A find's gap since the connection's last reply (nothing else in flight)
+ * is a think-time sample. */
 static void reply_msg(struct cm_conn *c, int32_t request_id, struct cm_reply *r, bool legacy)
 {
-	struct evbuffer *out;
+	struct cm_pending *p;
 
 	if (r->no_reply)
 		goto out;
-	out = xevbuffer_new();
+	if (r->cost_ids >= 0 && c->npending == 0 && c->wrote_us > 0) {
+		int64_t gap = c->rx_us - c->wrote_us;
+
+		if (gap < 0)
+			gap = 0;
+		if (gap <= CM_THINK_MAX_US) {
+			c->think_us = c->think_us < 0
+					  ? (double)gap
+					  : c->think_us + ((double)gap - c->think_us) / 8;
+			cm.think_hi_us -= cm.think_hi_us / 1024;
+			if (c->think_us > cm.think_hi_us)
+				cm.think_hi_us = c->think_us;
+		}
+	}
+	if (r->cost_ids >= 0 && c->last_find) {
+		cm_sched_end_service(c->last_find, c->last_find_gen);
+		c->last_find = NULL;
+	}
+	p = cm_sched_new(c);
+	TAILQ_INSERT_TAIL(&c->pending, p, link);
+	c->npending++;
 	if (legacy)
-		wire_append_op_reply(out, request_id, 0, &r->doc);
+		wire_append_op_reply(p->reply, request_id, 0, &r->doc);
 	else
-		wire_append_msg(out, wire_next_request_id(), request_id, 0, &r->doc);
-	schedule(c, out, r->cost_ids);
+		wire_append_msg(p->reply, wire_next_request_id(), request_id, 0, &r->doc);
+	cm_sched_queue(p, c->rx_us, r->cost_ids, c->think_us);
 out:
 	bson_destroy(&r->doc);
 }
@@ -278,11 +258,10 @@ static bool handle(struct cm_conn *c, const uint8_t *data, size_t len)
 	return true;
 }
 
-static void read_cb(struct bufferevent *bev, void *arg)
+static void process_input(struct cm_conn *c)
 {
 	static struct cm_ratelimit rl;
-	struct cm_conn *c = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer *in = c->in;
 
 	for (;;) {
 		size_t avail = evbuffer_get_length(in);
@@ -308,7 +287,7 @@ static void read_cb(struct bufferevent *bev, void *arg)
 		}
 		if (over_bounds(c)) { /* TCP backpressure until replies go out */
 			c->paused = true;
-			bufferevent_disable(bev, EV_READ);
+			event_del(&c->rd);
 			return;
 		}
 		if (!handle(c, evbuffer_pullup(in, len), (size_t)len))
@@ -317,19 +296,55 @@ static void read_cb(struct bufferevent *bev, void *arg)
 	}
 }
 
-static void write_cb(struct bufferevent *bev, void *arg)
+/* The kernel's receive time of what recvmsg read (SO_TIMESTAMPNS, real
+ * time) on the monotonic clock; now when there is none. */
+static int64_t receive_time(struct msghdr *mh, int64_t now)
 {
-	maybe_resume(arg);
+	for (struct cmsghdr *cm_ = CMSG_FIRSTHDR(mh); cm_; cm_ = CMSG_NXTHDR(mh, cm_)) {
+		if (cm_->cmsg_level == SOL_SOCKET && cm_->cmsg_type == SCM_TIMESTAMPNS) {
+			struct timespec rx, real;
+			int64_t t;
+
+			memcpy(&rx, CMSG_DATA(cm_), sizeof rx);
+			clock_gettime(CLOCK_REALTIME, &real);
+			t = now - ((int64_t)(real.tv_sec - rx.tv_sec) * 1000000 +
+				   (real.tv_nsec - rx.tv_nsec) / 1000);
+			return t < now ? t : now;
+		}
+	}
+	return now;
 }
 
-static void event_cb(struct bufferevent *bev, short what, void *arg)
+static void read_cb(evutil_socket_t fd, short what, void *arg)
 {
+	static uint8_t buf[64 * 1024];
 	struct cm_conn *c = arg;
 
-	if (what & BEV_EVENT_EOF)
-		conn_close(c, NULL);
-	else if (what & BEV_EVENT_ERROR)
-		conn_close(c, evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+	for (int round = 0; round < READ_ROUNDS; round++) {
+		char ctl[CMSG_SPACE(sizeof(struct timespec))];
+		struct iovec iov = {.iov_base = buf, .iov_len = sizeof buf};
+		struct msghdr mh = {.msg_iov = &iov,
+				    .msg_iovlen = 1,
+				    .msg_control = ctl,
+				    .msg_controllen = sizeof ctl};
+		ssize_t n = recvmsg(fd, &mh, 0);
+
+		if (n == 0) {
+			conn_close(c, NULL);
+			return;
+		}
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+				break;
+			conn_close(c, strerror(errno));
+			return;
+		}
+		c->rx_us = receive_time(&mh, cm_mono_usec());
+		evbuffer_add(c->in, buf, (size_t)n);
+		if ((size_t)n < sizeof buf)
+			break;
+	}
+	process_input(c);
 }
 
 void cm_conn_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
@@ -346,8 +361,14 @@ void cm_conn_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockadd
 		return;
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one); /* receive times */
+	evutil_make_socket_nonblocking(fd);
 	c = xcalloc(1, sizeof *c);
 	c->id = next_conn_id++;
+	c->fd = fd;
+	c->think_us = -1;
+	c->in = xevbuffer_new();
+	c->out = xevbuffer_new();
 	TAILQ_INIT(&c->pending);
 	if (sa->sa_family == AF_INET) {
 		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
@@ -356,9 +377,9 @@ void cm_conn_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockadd
 		inet_ntop(AF_INET, &in->sin_addr, a, sizeof a);
 		snprintf(c->peer, sizeof c->peer, "%s:%d", a, ntohs(in->sin_port));
 	}
-	c->bev = bufferevent_socket_new(cm.base, fd, BEV_OPT_CLOSE_ON_FREE);
-	bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
-	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	event_assign(&c->rd, cm.base, fd, EV_READ | EV_PERSIST, read_cb, c);
+	event_assign(&c->wr, cm.base, fd, EV_WRITE | EV_PERSIST, write_cb, c);
+	event_add(&c->rd, NULL);
 	TAILQ_INSERT_TAIL(&conns, c, link);
 	cm.conns++;
 	log_debug("curve-model: C-%lld %s: connected", (long long)c->id, c->peer);

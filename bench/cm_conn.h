@@ -1,13 +1,12 @@
 /*
- * cm_conn.h — the curve model's client connections: accept, frame, answer
- * (cm_cmd.h), and hold each reply on a libevent timer for its delay.
+ * cm_conn.h — the curve model's client connections and its loop: accept,
+ * frame, answer (cm_cmd.h), and hold each reply until it is due.
  *
- * Delay of one reply: a find of k ids arriving while n other queries are in
- * service gets the curve's latency at (k, c = n + 1), fixed on arrival
- * (curve_latency_s); it is in service for that long, then waits --rtt-us
- * more (not in service: that is the network) and is written. Every other
- * command waits --rtt-us only. No threads, no sleeping, no polling: one
- * timer per reply in flight.
+ * When replies go out, the loop, and what the delays are: cm_sched.h. The
+ * think time of a connection (for --think-compensation) is measured here:
+ * from its last reply being written to a find arriving with nothing else in
+ * flight on it, a running mean over about 8 samples; gaps over 5 ms are an
+ * idle client and are not counted.
  *
  * Bounds: at most cm.max_conns connections (more are closed at accept with a
  * limited log line); a connection stops being read while it has
@@ -25,5 +24,5 @@
 /* evconnlistener callback: a new client on fd. */
 void cm_conn_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
 		    void *arg);
-/* Closes every connection (at exit). */
+/* Closes every connection and frees the scheduler's state (at exit). */
 void cm_conn_close_all(void);

@@ -10,6 +10,7 @@
 #                      never MongoDB; bench/README.md) with these:
 #     CURVE [bench/curves/seed.csv]  its curve file
 #     CURVE_RTT_US [0]               its --rtt-us (a network round trip)
+#     CURVE_ARGS []                  more model flags, e.g. "--think-compensation off"
 #     CURVEMODEL_BIN [$BUILD_DIR/bench/mongoplex-curvemodel]
 #     DOCS                           its --docs
 #   BACKEND_URI []     use this server instead of starting one
@@ -65,8 +66,9 @@ start_curve_model() {
   [[ "${PLACEMENT:-shared}" != split ]] || pin=(taskset -c "${BACKEND_CPU:-0}")
   log "starting the curve model (a model of the user's table, not MongoDB): $curve," \
       "rtt ${CURVE_RTT_US:-0} us, docs ${DOCS:-20000000}"
+  # shellcheck disable=SC2086  # CURVE_ARGS: words on purpose
   "${pin[@]}" "$bin" --curve "$curve" --port 0 --docs "${DOCS:-20000000}" \
-    --rtt-us "${CURVE_RTT_US:-0}" </dev/null >"$OUT/backend/uri" 2>"$OUT/backend/log" &
+    --rtt-us "${CURVE_RTT_US:-0}" ${CURVE_ARGS:-} </dev/null >"$OUT/backend/uri" 2>"$OUT/backend/log" &
   CURVE_PID=$!
   PIDS+=("$CURVE_PID")
   for i in $(seq 1 100); do

@@ -294,3 +294,34 @@ double curve_qps(const struct curve *c, int ids, double conc)
 	l = curve_latency_s(c, ids, conc);
 	return l > 0 ? conc / l : 0;
 }
+
+double curve_min_latency_s(const struct curve *c, double conc)
+{
+	const struct curve_col *col;
+	double best;
+
+	if (c->ncols == 0)
+		return 0;
+	if (!(conc >= 1))
+		conc = 1;
+	/* the first column is the fastest at every c (running maximum in ids);
+	 * on each segment latency c / (a + b c) is monotone, so the minimum over
+	 * c' >= conc is at conc or at a thread count above it; beyond the last
+	 * one latency grows */
+	col = &c->cols[0];
+	best = col_latency(c, col, conc);
+	for (int i = 0; i < col->n; i++) {
+		const struct curve_cell *p = &c->cells[col->first + i];
+
+		if (p->threads > conc && p->threads / p->qps < best)
+			best = p->threads / p->qps;
+	}
+	return best;
+}
+
+double curve_compensated_s(double latency_s, double think_s)
+{
+	double d = latency_s - (think_s > 0 ? think_s : 0);
+
+	return d > 0 ? d : 0;
+}

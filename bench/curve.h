@@ -73,3 +73,14 @@ double curve_latency_s(const struct curve *c, int ids, double conc);
 
 /* The curve's throughput at (ids, conc): conc / latency (conc at least 1). */
 double curve_qps(const struct curve *c, int ids, double conc);
+
+/* The shortest latency any query can get while at least conc queries are in
+ * service (itself included): the minimum of curve_latency_s over every ids
+ * value and every c' >= conc. The model sleeps at most this long while
+ * queries are in service (bench/cm_conn.c). */
+double curve_min_latency_s(const struct curve *c, double conc);
+
+/* The delay of a reply whose curve latency is latency_s when the client's
+ * think time (from its last reply being written to this query arriving) is
+ * think_s: latency_s - think_s, never below 0 (a negative think counts as 0). */
+double curve_compensated_s(double latency_s, double think_s);

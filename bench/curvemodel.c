@@ -31,6 +31,7 @@
 #include "bench/cm.h"
 #include "bench/cm_conn.h"
 #include "bench/cm_docs.h"
+#include "bench/cm_sched.h"
 #include "core/log.h"
 #include "core/xalloc.h"
 
@@ -42,6 +43,7 @@ static void usage(FILE *f)
 	    f,
 	    "usage: mongoplex-curvemodel --curve FILE [--port PORT] [--docs N] [--rtt-us N]\n"
 	    "                            [--max-conns N] [--log-level error|warning|info|debug]\n"
+	    "                            [--timer-slack-us N] [--think-compensation on|off]\n"
 	    "\n"
 	    "A " CM_LABEL ": a MongoDB-wire server MODELLED on the user's table\n"
 	    "(shared/000_6c2d24415accf5c2.txt; bench/curves/seed.csv), for the benchmark only.\n"
@@ -57,6 +59,14 @@ static void usage(FILE *f)
 	    "                  fly (default 20000000); other ids are simply not found\n"
 	    "  --rtt-us N      a fixed network round trip added to every reply (default 0)\n"
 	    "  --max-conns N   open connections at most (default 4096)\n"
+	    "  --timer-slack-us N  a wake also writes the replies due within N us, at most a\n"
+	    "                  fifth of each one's delay (early by that much at most; the\n"
+	    "                  wake is set by the running mean error so that replies are on\n"
+	    "                  time on average; default 500, 0 = none early)\n"
+	    "  --think-compensation on|off  subtract each connection's think time (from its\n"
+	    "                  reply being written to its next query arriving, a running mean)\n"
+	    "                  from the delay, never below 0, so that a closed-loop client's\n"
+	    "                  whole cycle matches the curve (default on; bench/README.md)\n"
 	    "  --log-level L   default warning\n"
 	    "  --print-curve   print ids,threads,queries_per_second,latency_ms as the model\n"
 	    "                  serves each cell of FILE (c = threads) and exit\n"
@@ -91,6 +101,8 @@ static void parse_args(int argc, char **argv, int *port)
 {
 	cm.docs = 20000000;
 	cm.max_conns = 4096;
+	cm.slack_us = 500;
+	cm.think_comp = true;
 	log_current_level = LOG_LVL_WARNING;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -109,6 +121,11 @@ static void parse_args(int argc, char **argv, int *port)
 			cm.docs = num_arg(a, v, 0, INT64_C(1) << 53);
 		} else if (!strcmp(a, "--rtt-us")) {
 			cm.rtt_us = num_arg(a, v, 0, 60000000);
+		} else if (!strcmp(a, "--timer-slack-us")) {
+			cm.slack_us = num_arg(a, v, 0, 100000);
+		} else if (!strcmp(a, "--think-compensation") && v &&
+			   (!strcmp(v, "on") || !strcmp(v, "off"))) {
+			cm.think_comp = !strcmp(v, "on");
 		} else if (!strcmp(a, "--max-conns")) {
 			cm.max_conns = (int)num_arg(a, v, 1, 1000000);
 		} else if (!strcmp(a, "--log-level") && v &&
@@ -179,6 +196,7 @@ static void on_term(evutil_socket_t sig, short what, void *arg)
 		   "service)",
 		   (int)sig, (unsigned long long)cm.queries, (unsigned long long)cm.commands,
 		   cm.max_in_service);
+	cm.stop = true;
 	event_base_loopexit(cm.base, NULL);
 }
 
@@ -206,13 +224,15 @@ static struct evconnlistener *listen_on(int port)
 	return l;
 }
 
-/* A loop with microsecond timers (timerfd): the 1-thread latencies are 2-4 ms. */
+/* The event loop: sockets, signals, the cursor sweep. No precise timers
+ * (they cost a timerfd_settime per pass): the replies' deadlines are kept
+ * by cm_sched.c, which sleeps with clock_nanosleep. */
 static struct event_base *make_base(void)
 {
 	struct event_config *ec = event_config_new();
 	struct event_base *b;
 
-	event_config_set_flag(ec, EVENT_BASE_FLAG_PRECISE_TIMER | EVENT_BASE_FLAG_NOLOCK);
+	event_config_set_flag(ec, EVENT_BASE_FLAG_NOLOCK);
 	b = event_base_new_with_config(ec);
 	event_config_free(ec);
 	if (!b)
@@ -252,11 +272,13 @@ int main(int argc, char **argv)
 	evsignal_add(sig_int, NULL);
 	evtimer_add(sweep, &minute);
 	log_curve("curve");
-	log_notice("curve-model: listening on 127.0.0.1:%d, docs %lld, rtt-us %lld, max-conns %d",
-		   cm.port, (long long)cm.docs, (long long)cm.rtt_us, cm.max_conns);
+	log_notice("curve-model: listening on 127.0.0.1:%d, docs %lld, rtt-us %lld, max-conns %d, "
+		   "timer-slack-us %lld, think-compensation %s",
+		   cm.port, (long long)cm.docs, (long long)cm.rtt_us, cm.max_conns,
+		   (long long)cm.slack_us, cm.think_comp ? "on" : "off");
 	printf("mongodb://127.0.0.1:%d/\n", cm.port);
 	fflush(stdout);
-	event_base_dispatch(cm.base);
+	cm_sched_run();
 	cm_conn_close_all();
 	cm_cursor_expire(true);
 	evconnlistener_free(l);

@@ -62,8 +62,9 @@ static void read_uri(struct model *m, int fd)
 	*strchr(m->uri, '\n') = '\0';
 }
 
-static void model_start(struct model *m, const char *curve_text, const char *docs,
-			const char *rtt_us)
+/* Starts a model; extra: more flags (NULL-terminated), or NULL. */
+static void model_start_args(struct model *m, const char *curve_text, const char *docs,
+			     const char *rtt_us, const char *const *extra)
 {
 	int out[2];
 
@@ -86,8 +87,15 @@ static void model_start(struct model *m, const char *curve_text, const char *doc
 		dup2(out[1], 1);
 		dup2(lg, 2);
 		h_close_fds_above(3);
-		execl(MP_CURVEMODEL, MP_CURVEMODEL, "--curve", m->curve, "--port", "0", "--docs",
-		      docs, "--rtt-us", rtt_us, "--log-level", "info", (char *)NULL);
+		const char *argv[32] = {MP_CURVEMODEL, "--curve",     m->curve, "--port",
+					"0",	       "--docs",      docs,	"--rtt-us",
+					rtt_us,	       "--log-level", "info"};
+		int n = 11;
+
+		for (int i = 0; extra && extra[i] && n < 31; i++)
+			argv[n++] = extra[i];
+		argv[n] = NULL;
+		execv(MP_CURVEMODEL, (char *const *)argv);
 		_exit(127);
 	}
 	close(out[1]);
@@ -95,6 +103,12 @@ static void model_start(struct model *m, const char *curve_text, const char *doc
 	close(out[0]);
 	cr_assert(strncmp(m->uri, "mongodb://127.0.0.1:", 20) == 0, "first line: %s", m->uri);
 #endif
+}
+
+static void model_start(struct model *m, const char *curve_text, const char *docs,
+			const char *rtt_us)
+{
+	model_start_args(m, curve_text, docs, rtt_us, NULL);
 }
 
 static char *model_log(struct model *m)
@@ -263,5 +277,144 @@ Test(curvemodel, rtt_delays_every_reply)
 	int64_t took = h_now_ms() - t0;
 	cr_assert(took >= 290, "ping took %lld ms with --rtt-us 300000", (long long)took);
 	close(fd);
+	model_stop(&m);
+}
+
+/* A find of k ids (0..k-1) on raw fd as OP_MSG, request id rid. */
+static void send_find(int fd, int32_t rid, int k)
+{
+	bson_t cmd = BSON_INITIALIZER, filter, id, in;
+	struct h_buf b;
+	char key[16];
+	const char *kp;
+
+	BSON_APPEND_UTF8(&cmd, "find", "docs");
+	BSON_APPEND_DOCUMENT_BEGIN(&cmd, "filter", &filter);
+	BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &id);
+	BSON_APPEND_ARRAY_BEGIN(&id, "$in", &in);
+	for (int i = 0; i < k; i++) {
+		bson_uint32_to_string((uint32_t)i, &kp, key, sizeof key);
+		bson_append_int64(&in, kp, -1, i);
+	}
+	bson_append_array_end(&id, &in);
+	bson_append_document_end(&filter, &id);
+	bson_append_document_end(&cmd, &filter);
+	BSON_APPEND_UTF8(&cmd, "$db", "cm");
+	hb_init(&b);
+	h_build_msg(&b, rid, 0, &cmd);
+	cr_assert(raw_send(fd, b.data, b.len));
+	hb_free(&b);
+	bson_destroy(&cmd);
+}
+
+/* The deadline heaps write replies by due time across connections, not in
+ * arrival order: 10 connections send finds of 20, 18, ..., 2 ids one after
+ * another; on this curve a query's latency depends on its ids only (100 ms
+ * at 1 id, 500 ms at 20, linear in between: about 42 ms apart per 2 ids),
+ * so the replies must come back in the reverse order, ascending ids. */
+Test(curvemodel, replies_leave_by_due_time_across_connections)
+{
+	static const char flat[] = "ids,threads,queries_per_second\n1,1,10\n1,100,1000\n"
+				   "20,1,2\n20,100,200\n";
+	enum { N = 10 };
+	struct model m;
+	struct pollfd pfd[N];
+	char host[64];
+	int port, order[N], got = 0;
+
+	model_start(&m, flat, "1000", "0");
+	cr_assert(sscanf(m.uri, "mongodb://%63[0-9.]:%d/", host, &port) == 2);
+	for (int i = 0; i < N; i++) {
+		pfd[i].fd = raw_connect_to(host, port);
+		pfd[i].events = POLLIN;
+		cr_assert(pfd[i].fd >= 0);
+	}
+	for (int i = 0; i < N; i++)
+		send_find(pfd[i].fd, 100 + i, 20 - 2 * i);
+	while (got < N) {
+		int n = poll(pfd, N, 10000);
+
+		cr_assert(n > 0, "a reply within 10 s (%d of %d so far)", got, N);
+		/* replies ready in the same poll cannot be told apart: take them
+		 * in the expected order (a loaded machine may deliver two at once) */
+		for (int i = N - 1; i >= 0; i--) {
+			uint8_t *msg;
+			size_t len;
+			struct raw_reply r;
+
+			if (!(pfd[i].revents & POLLIN))
+				continue;
+			cr_assert_eq(raw_recv_msg(pfd[i].fd, &msg, &len, 5000), RAW_OK);
+			cr_assert(raw_parse_reply(msg, len, &r) && r.response_to == 100 + i);
+			cr_assert(got < N);
+			order[got++] = i;
+			free(msg);
+			pfd[i].events = 0;
+		}
+	}
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(order[i], N - 1 - i, "reply %d came from connection %d (%d ids)", i,
+			     order[i], 20 - 2 * order[i]);
+		close(pfd[i].fd);
+	}
+	cr_assert_eq(status_of(&m, "maxInService"), N, "all ten were in service together");
+	model_stop(&m);
+}
+
+/* The new flags reach curveModelStatus: defaults, then both changed. */
+Test(curvemodel, status_reports_slack_and_think_compensation)
+{
+	static const char *const off[] = {"--think-compensation", "off", "--timer-slack-us", "0",
+					  NULL};
+	struct model m;
+	mongoc_client_t *c;
+	bson_error_t err;
+	bson_t reply;
+	bson_iter_t it;
+
+	model_start(&m, curve_a, "10", "0");
+	cr_assert_eq(status_of(&m, "timerSlackUs"), 500);
+	c = h_client_uri(m.uri, "test_curvemodel");
+	cr_assert(h_cmd_json(c, "admin", "{\"curveModelStatus\": 1}", &reply, &err), "%s",
+		  err.message);
+	cr_assert(bson_iter_init_find(&it, &reply, "thinkCompensation") &&
+		  BSON_ITER_HOLDS_BOOL(&it) && bson_iter_bool(&it));
+	cr_assert(bson_iter_init_find(&it, &reply, "wakeups") && BSON_ITER_HOLDS_INT64(&it));
+	bson_destroy(&reply);
+	mongoc_client_destroy(c);
+	model_stop(&m);
+
+	model_start_args(&m, curve_a, "10", "0", off);
+	cr_assert_eq(status_of(&m, "timerSlackUs"), 0);
+	c = h_client_uri(m.uri, "test_curvemodel");
+	cr_assert(h_cmd_json(c, "admin", "{\"curveModelStatus\": 1}", &reply, &err), "%s",
+		  err.message);
+	cr_assert(bson_iter_init_find(&it, &reply, "thinkCompensation") &&
+		  BSON_ITER_HOLDS_BOOL(&it) && !bson_iter_bool(&it));
+	bson_destroy(&reply);
+	mongoc_client_destroy(c);
+	model_stop(&m);
+}
+
+/* A closed-loop client counts once in c: with the think-time compensation
+ * its reply goes out before its query's service ends, and its next query
+ * ends that service on arrival instead of finding it still in service
+ * (which would serve it at c = 2). 200 sequential finds on one connection:
+ * at most 1 in service ever. */
+Test(curvemodel, closed_loop_client_counts_once_in_service)
+{
+	struct model m;
+	int64_t ids[4];
+
+	model_start(&m, curve_a, "1000", "0");
+	mongoc_client_t *c = h_client_uri(m.uri, "test_curvemodel");
+	mongoc_collection_t *coll = mongoc_client_get_collection(c, "cm", "docs");
+
+	for (int i = 0; i < 200; i++)
+		cr_assert_eq(find_ids(coll, "{\"_id\": 7}", NULL, ids, 4), 1);
+	mongoc_collection_destroy(coll);
+	mongoc_client_destroy(c);
+	cr_assert_eq(status_of(&m, "queries"), 200);
+	cr_assert_eq(status_of(&m, "maxInService"), 1);
 	model_stop(&m);
 }

@@ -261,3 +261,154 @@ Test(curve, load_file_errors_name_the_file)
 	cr_assert(!curve_load_file(path, &c, err, sizeof err));
 	cr_assert(strstr(err, path) && strstr(err, "No such file"), "%s", err);
 }
+
+/* ---------------------------------------------------------------- deadline heap */
+
+#include "bench/cm_heap.h"
+
+/* A reply of one of many connections, on the heap by its due time. */
+struct due_reply {
+	struct cm_heap_node node;
+	int conn;
+	int64_t due;
+};
+
+static uint64_t lcg(uint64_t *s)
+{
+	*s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+	return *s >> 33;
+}
+
+/* 100 connections x 20 replies pushed in arrival order with due times in no
+ * order (ties included); a fifth of them removed (their connection closed);
+ * the rest come out earliest first, each once, and count_le agrees with a
+ * count by hand at every step. */
+Test(curve, heap_orders_replies_of_many_connections_by_due_time)
+{
+	enum { N = 2000 };
+	static struct due_reply r[N];
+	static bool gone[N], out[N];
+	struct cm_heap h = {0};
+	struct cm_heap_node *x;
+	uint64_t seed = 42;
+	int64_t last = INT64_MIN;
+	int left = 0;
+
+	for (int i = 0; i < N; i++) {
+		r[i].conn = i % 100;
+		r[i].due = (int64_t)(lcg(&seed) % 5000); /* µs: many equal keys */
+		cm_heap_node_init(&r[i].node);
+		cr_assert(!cm_heap_in(&r[i].node));
+		cm_heap_push(&h, &r[i].node, r[i].due);
+		cr_assert(cm_heap_in(&r[i].node));
+	}
+	for (int i = 0; i < N; i++) {
+		if (r[i].conn % 5 == 3) { /* connections 3, 8, 13, ... closed */
+			cm_heap_remove(&h, &r[i].node);
+			cr_assert(!cm_heap_in(&r[i].node));
+			gone[i] = true;
+		} else {
+			left++;
+		}
+	}
+	cr_assert_eq(h.n, left);
+	for (int64_t t = -1; t <= 5000; t += 250) {
+		int want = 0;
+
+		for (int i = 0; i < N; i++)
+			want += !gone[i] && r[i].due <= t;
+		cr_assert_eq(cm_heap_count_le(&h, t), want, "count_le(%lld)", (long long)t);
+	}
+	while ((x = cm_heap_pop(&h))) {
+		struct due_reply *p = cm_heap_entry(x, struct due_reply, node);
+		int i = (int)(p - r);
+
+		cr_assert(!gone[i] && !out[i], "reply %d once, not removed", i);
+		cr_assert(p->due >= last, "%lld after %lld", (long long)p->due, (long long)last);
+		cr_assert(!cm_heap_in(x));
+		out[i] = true;
+		last = p->due;
+		left--;
+	}
+	cr_assert_eq(left, 0, "every reply came out");
+	cr_assert(cm_heap_pop(&h) == NULL && cm_heap_top(&h) == NULL);
+	cm_heap_free(&h);
+}
+
+/* Removing the top, a leaf and a middle node keeps the order and the slots. */
+Test(curve, heap_remove_anywhere)
+{
+	struct due_reply r[7];
+	struct cm_heap h = {0};
+	int64_t keys[7] = {50, 10, 40, 30, 20, 60, 70}, want[4] = {30, 40, 50, 70};
+	struct cm_heap_node *x;
+	int n = 0;
+
+	for (int i = 0; i < 7; i++) {
+		cm_heap_node_init(&r[i].node);
+		cm_heap_push(&h, &r[i].node, keys[i]);
+	}
+	cm_heap_remove(&h, cm_heap_top(&h)); /* 10 */
+	cm_heap_remove(&h, &r[5].node);	     /* 60 */
+	cm_heap_remove(&h, &r[4].node);	     /* 20 */
+	for (int i = 0; i < h.n; i++)
+		cr_assert_eq(h.v[i]->idx, i);
+	while ((x = cm_heap_pop(&h))) {
+		cr_assert(n < 4);
+		cr_assert_eq(x->key, want[n], "pop %d: %lld", n, (long long)x->key);
+		n++;
+	}
+	cr_assert_eq(n, 4);
+	cm_heap_free(&h);
+}
+
+/* ---------------------------------------------------------------- sleep bound, compensation */
+
+/* curve_min_latency_s(conc) is the minimum latency over every ids value and
+ * every c >= conc: checked against curve_latency_s on a grid, on the seed
+ * and on a curve whose latency falls with c. */
+Test(curve, min_latency_is_the_minimum_over_ids_and_larger_c)
+{
+	struct curve *cs[2] = {seed(), NULL};
+	static struct curve falling;
+	char err[256];
+	const char *t = "1,1,100\n1,10,10000\n1,20,10000\n5,1,50\n5,10,2000\n";
+
+	cr_assert(curve_parse(t, strlen(t), &falling, err, sizeof err), "%s", err);
+	cs[1] = &falling;
+	for (int k = 0; k < 2; k++) {
+		for (int conc = 1; conc <= 150; conc++) {
+			double m = curve_min_latency_s(cs[k], conc), lo = 1e9;
+
+			for (int ids = 0; ids <= 40; ids++)
+				for (int c2 = conc; c2 <= 400; c2++) {
+					double l = curve_latency_s(cs[k], ids, c2);
+
+					lo = l < lo ? l : lo;
+				}
+			cr_assert(m <= lo * (1 + 1e-12), "curve %d conc %d: %g > %g", k, conc, m,
+				  lo);
+			cr_assert(m >= lo * (1 - 1e-12), "curve %d conc %d: %g < %g", k, conc, m,
+				  lo);
+		}
+	}
+	assert_close(curve_min_latency_s(seed(), 1), 1 / 575.1423);
+	assert_close(curve_min_latency_s(&falling, 1), 10 / 10000.0); /* at c = 10, not 1 */
+	assert_close(curve_min_latency_s(&falling, 0.2), curve_min_latency_s(&falling, 1));
+}
+
+/* The think-time compensation subtracts, and never makes a delay negative. */
+Test(curve, compensation_never_negative)
+{
+	assert_close(curve_compensated_s(0.003, 0.001), 0.002);
+	cr_assert_eq(curve_compensated_s(0.001, 0.002), 0.0);
+	cr_assert_eq(curve_compensated_s(0.001, 0.001), 0.0);
+	assert_close(curve_compensated_s(0.002, -0.5), 0.002); /* negative think: none */
+	cr_assert_eq(curve_compensated_s(0, 0), 0.0);
+	for (int i = 0; i <= 100; i++)
+		for (int j = -10; j <= 100; j++) {
+			double d = curve_compensated_s(i * 1e-4, j * 1e-4);
+
+			cr_assert(d >= 0 && d <= i * 1e-4, "%d %d: %g", i, j, d);
+		}
+}
