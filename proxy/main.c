@@ -11,6 +11,7 @@
 #include "config/cfg.h"
 #include "config/secret.h"
 #include "pool/auth.h"
+#include "proxy/admin_cli.h"
 #include "proxy/cauth.h"
 #include "proxy/proxy.h"
 #include "version.h"
@@ -20,6 +21,7 @@ static void usage(FILE *out)
 	fprintf(
 	    out,
 	    "Usage: mongoplex [-c FILE] [options]\n"
+	    "       mongoplex --admin ADDRESS [--json] COMMAND...\n"
 	    "Connection-pooling query proxy for MongoDB.\n\n"
 	    "  -c, --config FILE          configuration file (INI; see mongoplex.ini(5))\n"
 	    "  -t, --test-config          load and validate the configuration, then exit\n"
@@ -28,6 +30,12 @@ static void usage(FILE *out)
 	    "      --write-example-config print the annotated example configuration\n"
 	    "      --scram-secret USER    read a password on stdin, print the auth_users_file\n"
 	    "                             line for USER (db.user; plain user means admin.user)\n"
+	    "      --admin ADDRESS        run an admin command on the proxy at ADDRESS (its\n"
+	    "                             unix socket path or a mongodb:// URI) and print the\n"
+	    "                             answer: show pools|clients|servers|config|mem,\n"
+	    "                             pause [MEMBER], resume [MEMBER], reconnect [MEMBER],\n"
+	    "                             kill ID, reload\n"
+	    "      --json                 with --admin: print the reply as JSON, not a table\n"
 	    "  -V, --version              print the version\n"
 	    "  -h, --help                 this text\n\n"
 	    "Signals: SIGHUP reloads the config, SIGTERM shuts down gracefully, SIGINT exits.\n");
@@ -44,10 +52,12 @@ int main(int argc, char **argv)
 	    {"help-config", no_argument, NULL, 1},
 	    {"write-example-config", no_argument, NULL, 2},
 	    {"scram-secret", required_argument, NULL, 3},
+	    {"admin", required_argument, NULL, 4},
+	    {"json", no_argument, NULL, 5},
 	    {NULL, 0, NULL, 0},
 	};
-	const char *path = NULL;
-	bool test_only = false, verbose = false;
+	const char *path = NULL, *admin = NULL;
+	bool test_only = false, verbose = false, json = false;
 	char err[CFG_ERR_LEN];
 	struct cfg cfg;
 	int opt, rc;
@@ -77,11 +87,19 @@ int main(int argc, char **argv)
 			return 0;
 		case 3:
 			return cauth_secret_main(optarg);
+		case 4:
+			admin = optarg;
+			break;
+		case 5:
+			json = true;
+			break;
 		default:
 			usage(stderr);
 			return 2;
 		}
 	}
+	if (admin != NULL)
+		return admin_cli_main(admin, json, argc - optind, argv + optind);
 	if (optind < argc) {
 		fprintf(stderr, "mongoplex: unexpected argument \"%s\"\n", argv[optind]);
 		usage(stderr);
