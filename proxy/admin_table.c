@@ -119,7 +119,7 @@ static void put_cell(FILE *out, const struct table *t, int col, const char *text
 	size_t w = text_width(text);
 
 	fputs(col == 0 ? " " : " | ", out);
-	if (t->numeric[col])
+	if (t->numeric[col] && (text[0] != '\0' || col + 1 < t->ncols)) /* no trailing blanks */
 		pad(out, t->width[col] - w);
 	fputs(text, out);
 	if (!t->numeric[col] && col + 1 < t->ncols)
