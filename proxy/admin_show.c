@@ -47,8 +47,8 @@ static bool row_begin(struct page *pg)
 	pg->seen++;
 	if (pg->seen <= pg->skip || pg->full)
 		return false;
-	/* libbson keeps the open parents' lengths current: reply->len counts the rows */
-	if ((int64_t)pg->reply->len >= pg->max_bytes) {
+	/* rows is open in reply (whose len libbson updates only when rows ends) */
+	if ((int64_t)pg->reply->len + (int64_t)pg->rows.len >= pg->max_bytes) {
 		pg->full = true;
 		return false;
 	}
