@@ -38,15 +38,17 @@ static bson_t *json(const char *j)
 
 Test(admin_table, aligned_like_psql)
 {
-	bson_t *r = json("{\"rows\": [{\"member\": \"127.0.0.1:27017\", \"size\": 12, \"tls\": true},"
-			 " {\"member\": \"h:1\", \"size\": 3, \"tls\": false}], \"ok\": 1}");
+	bson_t *r =
+	    json("{\"rows\": [{\"member\": \"127.0.0.1:27017\", \"size\": 12, \"tls\": true},"
+		 " {\"member\": \"h:1\", \"size\": 3, \"tls\": false}], \"ok\": 1}");
 	char *t = table_of(r);
 
-	cr_assert_str_eq(t, "     member      | size | tls\n"
-			    "-----------------+------+-----\n"
-			    " 127.0.0.1:27017 |   12 | t\n"
-			    " h:1             |    3 | f\n"
-			    "(2 rows)\n",
+	cr_assert_str_eq(t,
+			 "     member      | size | tls\n"
+			 "-----------------+------+-----\n"
+			 " 127.0.0.1:27017 |   12 | t\n"
+			 " h:1             |    3 | f\n"
+			 "(2 rows)\n",
 			 "got:\n%s", t);
 	free(t);
 	bson_destroy(r);
