@@ -49,8 +49,10 @@ void admin_command(struct request *req, const bson_t *body)
 
 	for (size_t i = 0; i < NCMDS; i++)
 		if (strcmp(cmds[i].name, req->cmd) == 0) {
-			if (!admin_authorized(req, req->cmd))
+			if (!admin_authorized(req, req->cmd)) {
+				admin_refuse(req, req->cmd);
 				return;
+			}
 			STAT_INC(admin_commands);
 			cmds[i].run(req, body);
 			return;
@@ -107,21 +109,28 @@ static const char *refusal(const struct client *c, char *buf, size_t len)
 bool admin_authorized(struct request *req, const char *cmd)
 {
 	struct client *c = client_of(req);
-	char buf[400], msg[600];
+	char buf[400];
 	const char *why;
 
-	if (c == NULL) { /* its client is gone: nobody to answer */
-		request_done(req);
+	if (c == NULL) /* its client is gone: nobody to answer */
 		return false;
-	}
 	why = refusal(c, buf, sizeof(buf));
 	if (why == NULL)
 		return true;
 	STAT_INC(admin_refused);
 	client_log_rl(&rl_refused, LOG_LVL_WARNING, c, "admin command %s refused: %s", cmd, why);
-	snprintf(msg, sizeof(msg), "mongoplex: not authorized to run %s: %s", cmd, why);
-	request_fail(req, MP_ERR(UNAUTHORIZED), msg, NULL);
 	return false;
+}
+
+void admin_refuse(struct request *req, const char *cmd)
+{
+	struct client *c = client_of(req);
+	char buf[400], msg[600];
+	const char *why = c != NULL ? refusal(c, buf, sizeof(buf)) : "client gone";
+
+	snprintf(msg, sizeof(msg), "mongoplex: not authorized to run %s: %s", cmd,
+		 why != NULL ? why : "refused");
+	request_fail(req, MP_ERR(UNAUTHORIZED), msg, NULL);
 }
 
 int64_t admin_peer_uid(int fd)

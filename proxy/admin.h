@@ -28,9 +28,11 @@ void admin_stats_reply(struct request *req);
 /* Run one admin command (router: ROUTE_ADMIN); it answers req. */
 void admin_command(struct request *req, const bson_t *body);
 
-/* May req's client run admin command `cmd`? False: req was answered with
- * code 13 Unauthorized and the refusal logged (rate-limited). */
+/* May req's client run admin command `cmd`? False: the refusal was logged
+ * (rate-limited) and counted; req is not answered (admin_refuse does). */
 bool admin_authorized(struct request *req, const char *cmd) __attribute__((warn_unused_result));
+/* Answer req with code 13 Unauthorized, the errmsg saying why. */
+void admin_refuse(struct request *req, const char *cmd);
 
 /* The peer uid of an accepted unix-socket connection, -1 if unknown. */
 int64_t admin_peer_uid(int fd);
