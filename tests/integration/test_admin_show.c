@@ -12,6 +12,8 @@
  *                         second one waiting; released, they show idle
  *   paging                30 clients, maxBytes 1024: truncated pages whose
  *                         skip/next cover every client exactly once
+ *   hello_metadata_bounded  a 401-byte appname is kept cut to 127 bytes, not
+ *                         splitting a character (the reply stays valid UTF-8)
  *   config_and_scram      FerretDB with auth: show config redacts the
  *                         backend password and marks reloadable settings; an
  *                         admin_users user may over TCP, another user and an
@@ -385,6 +387,40 @@ Test(admin_show, paging, .timeout = 60)
 		cr_assert_leq(seen_ids[i], 1, "client %d listed twice", i);
 	for (int i = 0; i < 30; i++)
 		close(fds[i]);
+	mongoc_client_destroy(admin);
+	proxy_stop(p);
+}
+
+/* Hello metadata is the client's: kept bounded and valid UTF-8 when cut. */
+Test(admin_show, hello_metadata_bounded, .timeout = 60)
+{
+	char sock[100], app[402] = "a", drv[301];
+	struct proxy *p = start_with_socket(sock, sizeof(sock), NULL);
+	mongoc_client_t *admin = socket_client(sock, "adm-meta");
+	int fd = raw_connect(p);
+	bson_t *hello, reply, row;
+	const char *v;
+
+	for (int i = 0; i < 200; i++)
+		strcat(app, "\xc3\xa9"); /* "a" + é: 401 bytes; byte 128 starts an é */
+	memset(drv, 'd', 300);
+	drv[300] = '\0';
+	hello = BCON_NEW("hello", BCON_INT32(1), "$db", BCON_UTF8("admin"), "client", "{",
+			 "application", "{", "name", BCON_UTF8(app), "}", "driver", "{", "name",
+			 BCON_UTF8(drv), "version", BCON_UTF8("1.0"), "}", "}");
+	cr_assert(raw_command(fd, 1, hello, &reply, 10000), "hello");
+	bson_destroy(&reply);
+	bson_destroy(hello);
+	show(admin, "clients", &reply);
+	cr_assert(bson_validate(&reply, BSON_VALIDATE_UTF8, NULL), "show clients is valid UTF-8");
+	cr_assert(find_row(&reply, "driver_version", "1.0", false, &row));
+	v = h_get_str(&row, "app_name");
+	cr_assert_eq(strlen(v), 127, "cut at its buffer, before the split é: %zu", strlen(v));
+	cr_assert(bson_utf8_validate(v, strlen(v), false));
+	cr_assert_eq(strlen(h_get_str(&row, "driver")), 64);
+	bson_destroy(&row);
+	bson_destroy(&reply);
+	close(fd);
 	mongoc_client_destroy(admin);
 	proxy_stop(p);
 }
