@@ -100,6 +100,10 @@ int main(int argc, char **argv)
 	}
 	if (admin != NULL)
 		return admin_cli_main(admin, json, argc - optind, argv + optind);
+	if (json) {
+		fprintf(stderr, "mongoplex: --json goes with --admin\n");
+		return 2;
+	}
 	if (optind < argc) {
 		fprintf(stderr, "mongoplex: unexpected argument \"%s\"\n", argv[optind]);
 		usage(stderr);
