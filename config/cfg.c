@@ -63,8 +63,7 @@ static const struct cfg_key keys[] = {
     {"client_tls_min_version", CFG_STRING, OFF(client_tls_min_version), "TLS1.2", 0, 0, true,
      "client TLS", "Oldest TLS version accepted from clients: TLS1.0, TLS1.1, TLS1.2 or TLS1.3."},
 
-    {"backend_uri", CFG_STRING, OFF(backend_uri), "mongodb://127.0.0.1:27017/", 0, 0, false,
-     "backend",
+    {"backend_uri", CFG_URI, OFF(backend_uri), "mongodb://127.0.0.1:27017/", 0, 0, false, "backend",
      "The MongoDB deployment behind the proxy, as a mongodb:// URI (parsed by libmongoc). "
      "With several hosts the proxy uses the one that reports itself writable. Credentials "
      "(user:password@, authSource, authMechanism SCRAM-SHA-256 or SCRAM-SHA-1; default: "
@@ -163,6 +162,12 @@ static const struct cfg_key keys[] = {
     {"auth_stats_unauthenticated", CFG_BOOL, OFF(auth_stats_unauthenticated), "off", 0, 0, true,
      "client authentication",
      "With auth_mode = scram: allow mongoplexStats before a client has logged in."},
+    {"admin_users", CFG_STRING, OFF(admin_users), "", 0, 0, true, "client authentication",
+     "With auth_mode = scram: the logged-in users who may run the admin commands "
+     "(mongoplexShow, pause, resume, reconnect, kill, reload; mongoplex --admin), comma-"
+     "separated, each db.user or user (meaning admin.user). Empty: nobody. With auth_mode = "
+     "none only clients on unix_socket whose peer uid is root or the proxy's own user may; "
+     "everyone else gets code 13 (logged). mongoplexStats keeps its own rule."},
 
     {"batching", CFG_BOOL, OFF(batching), "on", 0, 0, true, "batching",
      "Coalesce concurrent find-by-_id lookups into one {_id: {$in: [...]}} query."},
@@ -350,6 +355,7 @@ bool cfg_set(struct cfg *c, const char *name, const char *value, char *err, size
 	field = (char *)c + k->offset;
 	switch (k->type) {
 	case CFG_STRING:
+	case CFG_URI:
 		free(*(char **)field);
 		*(char **)field = xstrdup(value);
 		return true;
@@ -394,8 +400,8 @@ void cfg_keep_static(const struct cfg *old, struct cfg *next)
 		cfg_format_value(next, k, b, sizeof(b));
 		if (strcmp(a, b) == 0)
 			continue;
-		secret_redact_uri(a, ra, sizeof(ra)); /* no-op for values that are not URIs */
-		secret_redact_uri(b, rb, sizeof(rb));
+		cfg_format_shown(old, k, ra, sizeof(ra));
+		cfg_format_shown(next, k, rb, sizeof(rb));
 		log_warning("reload: %s cannot change at runtime (restart needed); keeping \"%s\", "
 			    "ignoring \"%s\"",
 			    k->name, ra, rb);
@@ -410,6 +416,7 @@ void cfg_format_value(const struct cfg *c, const struct cfg_key *k, char *buf, s
 
 	switch (k->type) {
 	case CFG_STRING:
+	case CFG_URI:
 		snprintf(buf, len, "%s", *(char *const *)field);
 		break;
 	case CFG_INT:
@@ -425,6 +432,14 @@ void cfg_format_value(const struct cfg *c, const struct cfg_key *k, char *buf, s
 		snprintf(buf, len, "%s", log_level_name(*(const enum log_level *)field));
 		break;
 	}
+}
+
+void cfg_format_shown(const struct cfg *c, const struct cfg_key *k, char *buf, size_t len)
+{
+	if (k->type == CFG_URI)
+		secret_redact_uri(*(char *const *)((const char *)c + k->offset), buf, len);
+	else
+		cfg_format_value(c, k, buf, len);
 }
 
 /* Write `text` as comment lines of at most ~76 columns. */
@@ -492,7 +507,7 @@ void cfg_write_help(FILE *out)
 void cfg_free(struct cfg *c)
 {
 	for (size_t i = 0; i < NKEYS; i++)
-		if (keys[i].type == CFG_STRING) {
+		if (keys[i].type == CFG_STRING || keys[i].type == CFG_URI) {
 			char **p = (char **)((char *)c + keys[i].offset);
 
 			free(*p);

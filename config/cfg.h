@@ -56,6 +56,8 @@ struct cfg {
 	int64_t auth_max_failures;
 	int64_t auth_timeout_ms; /* a login must finish within this (proxy/cauth.c) */
 	bool auth_stats_unauthenticated;
+	char *
+	    admin_users; /* who may run the admin commands with auth_mode = scram (proxy/admin.c) */
 	/* batching */
 	bool batching;
 	int64_t batch_max_ids;
@@ -85,6 +87,7 @@ struct cfg {
 
 enum cfg_type {
 	CFG_STRING,
+	CFG_URI, /* a string, a URI whose password is a secret: redacted wherever it is shown */
 	CFG_INT,
 	CFG_BOOL,
 	CFG_LOGLEVEL,
@@ -137,5 +140,7 @@ void cfg_write_markdown(FILE *out);
 
 /* Render one setting's current value as text (reload compares and logs them). */
 void cfg_format_value(const struct cfg *c, const struct cfg_key *k, char *buf, size_t len);
+/* The same for showing it (logs, mongoplexShow config): secrets redacted. */
+void cfg_format_shown(const struct cfg *c, const struct cfg_key *k, char *buf, size_t len);
 
 void cfg_free(struct cfg *c);

@@ -82,6 +82,8 @@
 	X(backend_conn_cap_evictions, "Idle connections closed to stay under max_backend_conn")    \
 	X(backend_conn_cap_waits, "Connects deferred because max_backend_conn was reached")        \
 	X(backend_conn_peak, "Most backend connections open at once, all pools (a maximum)")       \
+	X(admin_commands, "Admin commands run (mongoplexShow, ...; not mongoplexStats)")           \
+	X(admin_refused, "Admin commands refused with code 13 (not an admin)")                     \
 	X(reloads, "Successful configuration reloads")                                             \
 	X(reload_failures, "Rejected configuration reloads")                                       \
 	X(lb_clients, "Client connections that said loadBalanced: true (answered with serviceId)") \

@@ -49,6 +49,7 @@
 #include "core/errors.h"
 #include "core/evpool.h"
 #include "core/xalloc.h"
+#include "proxy/admin.h"
 #include "proxy/janitor.h"
 #include "pool/pin.h"
 #include "pool/pool.h"
@@ -86,6 +87,10 @@ static void account_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info
 
 	if (buf == c->sb.out && (info->n_deleted > 0 || info->orig_size == 0))
 		c->out_progress_usec = g.now_usec; /* written, or the first unsent byte */
+	if (buf == c->sb.out)
+		c->bytes_out += info->n_deleted;
+	else
+		c->bytes_in += info->n_added;
 	c->io_bytes = (size_t)((int64_t)c->io_bytes + delta);
 	membound_add(delta);
 }
@@ -193,6 +198,7 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 	c->compressor = c->msg_compressor = -1;
 	request_owner_init(&c->owner, c->id, &client_owner_ops);
 	format_peer(addr, c->peer, sizeof(c->peer));
+	c->peer_uid = addr->sa_family == AF_UNIX ? admin_peer_uid(fd) : -1;
 	if (addr->sa_family != AF_UNIX)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (!sbuf_accept(&c->sb, g.base, fd, sbuf_cb_client, c) ||
@@ -543,6 +549,11 @@ void client_apply_cfg(void)
 int client_count(void)
 {
 	return n_active;
+}
+
+const struct client_list *client_active_list(void)
+{
+	return &clients_active;
 }
 
 void client_phase_counts(int *idle, int *waiting, int *running)

@@ -64,6 +64,12 @@ struct client {
 	struct awaited_hello *awaiting; /* its held hello (proxy/awaithello.c), or NULL */
 	struct cauth_conn *auth; /* proxy/cauth.c: login state (NULL until the first SASL step) */
 	char app_name[129];	 /* client.application.name of its first hello, "" if none */
+	/* Its first hello's client.driver name and version ("" if none). */
+	char driver_name[65], driver_version[65];
+	/* The unix socket's peer uid (SO_PEERCRED at accept); -1: TCP or unknown. */
+	int64_t peer_uid;
+	/* For mongoplexShow clients: requests parsed, bytes read and written. */
+	uint64_t requests, bytes_in, bytes_out;
 };
 
 TAILQ_HEAD(client_list, client);
@@ -129,6 +135,8 @@ void client_apply_cfg(void);
 
 /* Counts for stats. */
 int client_count(void);
+/* The connected clients (CL_ACTIVE), oldest first, for mongoplexShow. */
+const struct client_list *client_active_list(void);
 /* Bytes of replies queued to clients and not yet written. */
 size_t client_unsent_bytes(void);
 void client_phase_counts(int *idle, int *waiting, int *running);

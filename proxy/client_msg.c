@@ -87,15 +87,29 @@ void client_answer_hello(struct request *req, const struct backend_info *bi)
 	bson_destroy(&reply);
 }
 
-/* client.application.name of the first hello (pool/pin.c's client identity). */
-static void note_app_name(struct client *c, const bson_t *hello)
+/* A string of the first hello's client metadata, truncated to the buffer. */
+static void note_meta(const bson_t *hello, const char *path, char *out, size_t len)
 {
 	bson_iter_t it;
 
-	if (bson_iter_init(&it, hello) &&
-	    bson_iter_find_descendant(&it, "client.application.name", &it) &&
-	    BSON_ITER_HOLDS_UTF8(&it))
-		snprintf(c->app_name, sizeof(c->app_name), "%s", bson_iter_utf8(&it, NULL));
+	size_t n;
+
+	if (!bson_iter_init(&it, hello) || !bson_iter_find_descendant(&it, path, &it) ||
+	    !BSON_ITER_HOLDS_UTF8(&it))
+		return;
+	bson_strncpy(out, bson_iter_utf8(&it, NULL), len);
+	n = strlen(out); /* a cut (or bad) character at the end is dropped: valid UTF-8 */
+	while (n > 0 && !bson_utf8_validate(out, n, false))
+		out[--n] = '\0';
+}
+
+/* client.application.name (pool/pin.c's client identity) and the driver
+ * (mongoplexShow clients) of the first hello. */
+static void note_app_name(struct client *c, const bson_t *hello)
+{
+	note_meta(hello, "client.application.name", c->app_name, sizeof(c->app_name));
+	note_meta(hello, "client.driver.name", c->driver_name, sizeof(c->driver_name));
+	note_meta(hello, "client.driver.version", c->driver_version, sizeof(c->driver_version));
 }
 
 static void handle_hello(struct client *c, struct request *req, const bson_t *body, uint32_t flags)
@@ -150,6 +164,9 @@ static void handle_local(struct client *c, const struct wire_msg *m, const struc
 		return;
 	case ROUTE_STATS:
 		admin_stats_reply(req);
+		return;
+	case ROUTE_ADMIN:
+		admin_command(req, &m->body);
 		return;
 	case ROUTE_AUTH:
 		cauth_command(c, req, &m->body);

@@ -144,7 +144,9 @@ struct request *client_request_new(struct client *c)
 {
 	struct request *req = request_new(c != NULL ? &c->owner : NULL, &client_request_ops);
 
-	if (c != NULL)
+	if (c != NULL) {
 		req->reply_compressor = c->msg_compressor;
+		c->requests++;
+	}
 	return req;
 }

@@ -227,6 +227,13 @@ int cursor_open_count(void)
 	return n_entries;
 }
 
+int cursor_table_owner_count(uint64_t owner)
+{
+	struct cowner **pp = oslot(owner);
+
+	return pp != NULL && *pp != NULL ? (*pp)->n : 0;
+}
+
 static int cmp_pool_ns(const void *a, const void *b)
 {
 	const struct centry *x = *(const struct centry *const *)a;

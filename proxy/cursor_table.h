@@ -27,3 +27,5 @@ int cursor_table_drop_owner(uint64_t owner, cursor_table_cb cb, void *arg);
 
 /* Entries in the table (the cursors_open gauge). */
 int cursor_open_count(void);
+/* Entries of one owner (mongoplexShow clients). */
+int cursor_table_owner_count(uint64_t owner);

@@ -12,6 +12,7 @@
 #include "config/secret.h"
 #include "core/errors.h"
 #include "pool/auth.h"
+#include "proxy/admin_cli.h"
 #include "proxy/cauth.h"
 #include "proxy/proxy.h"
 #include "version.h"
@@ -21,6 +22,7 @@ static void usage(FILE *out)
 	fprintf(
 	    out,
 	    "Usage: mongoplex [-c FILE] [options]\n"
+	    "       mongoplex --admin ADDRESS [--json] COMMAND...\n"
 	    "Connection-pooling query proxy for MongoDB.\n\n"
 	    "  -c, --config FILE          configuration file (INI; see mongoplex.ini(5))\n"
 	    "  -t, --test-config          load and validate the configuration, then exit\n"
@@ -31,6 +33,12 @@ static void usage(FILE *out)
 	    "      --write-errors-md      print docs/errors.md (the errors the proxy returns)\n"
 	    "      --scram-secret USER    read a password on stdin, print the auth_users_file\n"
 	    "                             line for USER (db.user; plain user means admin.user)\n"
+	    "      --admin ADDRESS        run an admin command on the proxy at ADDRESS (its\n"
+	    "                             unix socket path or a mongodb:// URI) and print the\n"
+	    "                             answer: show pools|clients|servers|config|mem,\n"
+	    "                             pause [MEMBER], resume [MEMBER], reconnect [MEMBER],\n"
+	    "                             kill ID, reload\n"
+	    "      --json                 with --admin: print the reply as JSON, not a table\n"
 	    "  -V, --version              print the version\n"
 	    "  -h, --help                 this text\n\n"
 	    "Signals: SIGHUP reloads the config, SIGTERM shuts down gracefully, SIGINT exits.\n");
@@ -49,10 +57,12 @@ int main(int argc, char **argv)
 	    {"scram-secret", required_argument, NULL, 3},
 	    {"write-settings-md", no_argument, NULL, 20},
 	    {"write-errors-md", no_argument, NULL, 21},
+	    {"admin", required_argument, NULL, 4},
+	    {"json", no_argument, NULL, 5},
 	    {NULL, 0, NULL, 0},
 	};
-	const char *path = NULL;
-	bool test_only = false, verbose = false;
+	const char *path = NULL, *admin = NULL;
+	bool test_only = false, verbose = false, json = false;
 	char err[CFG_ERR_LEN];
 	struct cfg cfg;
 	int opt, rc;
@@ -88,10 +98,22 @@ int main(int argc, char **argv)
 		case 21:
 			mp_errors_write_markdown(stdout);
 			return 0;
+		case 4:
+			admin = optarg;
+			break;
+		case 5:
+			json = true;
+			break;
 		default:
 			usage(stderr);
 			return 2;
 		}
+	}
+	if (admin != NULL)
+		return admin_cli_main(admin, json, argc - optind, argv + optind);
+	if (json) {
+		fprintf(stderr, "mongoplex: --json goes with --admin\n");
+		return 2;
 	}
 	if (optind < argc) {
 		fprintf(stderr, "mongoplex: unexpected argument \"%s\"\n", argv[optind]);

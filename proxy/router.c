@@ -32,8 +32,8 @@ static enum route route_for(const char *cmd)
 		return ROUTE_HELLO;
 	if (strcmp(cmd, "ping") == 0)
 		return ROUTE_PING;
-	if (strcmp(cmd, "mongoplexStats") == 0)
-		return ROUTE_STATS;
+	if (strncmp(cmd, "mongoplex", 9) == 0) /* the proxy's own (proxy/admin.h) */
+		return strcmp(cmd, "mongoplexStats") == 0 ? ROUTE_STATS : ROUTE_ADMIN;
 	if (in_list(auth_cmds, cmd))
 		return ROUTE_AUTH;
 	if (in_list(refused_cmds, cmd))

@@ -111,14 +111,14 @@ static void hist_to_bson(bson_t *parent, const struct hist *h)
 
 /* A pool's member type: the monitor's (replica sets), else the kind its
  * last hello reported. */
-static const char *member_type(const struct pool *p)
+const char *stats_member_type(const struct pool *p)
 {
 	return topology_active() ? topology_type_name(p->member.type)
 				 : handshake_kind_name(p->info.kind);
 }
 
 /* Shown per member: every pool but the unresolved mongodb+srv:// placeholder. */
-static bool shown(const struct pool *p)
+bool stats_pool_shown(const struct pool *p)
 {
 	return p->addrlen != 0;
 }
@@ -144,7 +144,7 @@ static void pool_to_bson(bson_t *arr, int i, const struct pool *p)
 	BSON_APPEND_INT64(&doc, "connectsFailed", (int64_t)p->connects_failed);
 	BSON_APPEND_INT64(&doc, "requestsDispatched", (int64_t)p->requests_dispatched);
 	BSON_APPEND_UTF8(&doc, "lastError", p->last_error);
-	BSON_APPEND_UTF8(&doc, "type", member_type(p));
+	BSON_APPEND_UTF8(&doc, "type", stats_member_type(p));
 	BSON_APPEND_INT32(&doc, "inUse", p->n_active);
 	BSON_APPEND_INT32(&doc, "queued", waitq_count(&p->waiting));
 	if (topology_active()) { /* replica sets: what the monitor says of it */
@@ -235,10 +235,10 @@ static void members_to_prom(struct evbuffer *out)
 	for (int i = 0; i < pool_count(); i++) {
 		const struct pool *p = pool_at(i);
 
-		if (!shown(p))
+		if (!stats_pool_shown(p))
 			continue;
 		label_value(m, sizeof(m), p->name);
-		label_value(t, sizeof(t), member_type(p));
+		label_value(t, sizeof(t), stats_member_type(p));
 		evbuffer_add_printf(out, "mongoplex_member_info{member=\"%s\",type=\"%s\"} 1\n", m,
 				    t);
 	}
@@ -250,7 +250,7 @@ static void members_to_prom(struct evbuffer *out)
 	for (int i = 0; i < pool_count(); i++) {
 		const struct pool *p = pool_at(i);
 
-		if (!shown(p) || !topology_active() || p->member.rtt_usec < 0)
+		if (!stats_pool_shown(p) || !topology_active() || p->member.rtt_usec < 0)
 			continue;
 		label_value(m, sizeof(m), p->name);
 		evbuffer_add_printf(out, "mongoplex_member_rtt_seconds{member=\"%s\"} %.6f\n", m,
@@ -262,7 +262,7 @@ static void members_to_prom(struct evbuffer *out)
 	for (int i = 0; i < pool_count(); i++) {                                                   \
 		const struct pool *p = pool_at(i);                                                 \
                                                                                                    \
-		if (!shown(p))                                                                     \
+		if (!stats_pool_shown(p))                                                          \
 			continue;                                                                  \
 		label_value(m, sizeof(m), p->name);                                                \
 		evbuffer_add_printf(out, "mongoplex_%s{member=\"%s\"} %lld\n", #fam, m,            \

@@ -10,3 +10,10 @@
 /* The whole picture: counters, gauges, pools, histograms. */
 void stats_to_bson(bson_t *out);
 void stats_to_prometheus(struct evbuffer *out);
+
+struct pool;
+/* A pool's member type: the monitor's (replica sets), else the kind its last
+ * hello reported (also mongoplexShow pools). */
+const char *stats_member_type(const struct pool *p);
+/* Shown per member: every pool but the unresolved mongodb+srv:// placeholder. */
+bool stats_pool_shown(const struct pool *p);

@@ -165,6 +165,26 @@ const char *h_pymongo4_python(void)
 	return path;
 }
 
+const char *h_node_modules(void)
+{
+	static char path[400];
+	const char *env = getenv("MONGOPLEX_NODE_MODULES");
+	char cmd[1500], out[3000];
+	int st;
+
+	if (env != NULL && *env != '\0')
+		return env;
+	snprintf(path, sizeof(path), "%s/tests/drivers/node_modules", MP_SOURCE_DIR);
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s/tests/drivers && exec 9<package-lock.json && flock 9 && "
+		 "{ [ -x node_modules/.bin/mongosh ] && [ -f node_modules/mongodb/package.json "
+		 "] || npm ci --ignore-scripts --no-audit --no-fund --loglevel=error; } 2>&1",
+		 MP_SOURCE_DIR);
+	st = h_sh_capture(cmd, out, sizeof(out), 600000);
+	cr_assert(st == 0, "npm ci of tests/drivers (the Node driver and mongosh) failed: %s", out);
+	return path;
+}
+
 static char *read_file(const char *path)
 {
 	FILE *f = fopen(path, "r");

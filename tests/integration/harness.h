@@ -62,6 +62,10 @@ void h_proxy_backend_hostport(char *host, size_t hostlen, int *port);
  * failure, not a skip). */
 const char *h_pymongo4_python(void);
 
+/* The smoke suite's node_modules (pinned Node driver and mongosh):
+ * $MONGOPLEX_NODE_MODULES, else tests/drivers/node_modules, installed there
+ * with npm ci (under a lock) when missing; asserts it worked. */
+const char *h_node_modules(void);
 /* A free loopback TCP port (bound, read, closed). */
 int h_free_port(void);
 /* GET /metrics from 127.0.0.1:port (the proxy's metrics_listen): the whole

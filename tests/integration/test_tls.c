@@ -657,17 +657,6 @@ Test(tls, badinput_over_tls)
 
 /* ----------------------------------------------------------- real drivers */
 
-static const char *node_modules(void)
-{
-	const char *env = getenv("MONGOPLEX_NODE_MODULES");
-	static char path[400];
-
-	if (env && *env)
-		return env;
-	snprintf(path, sizeof(path), "%s/tests/drivers/node_modules", MP_SOURCE_DIR);
-	return path;
-}
-
 static const char *cache_dir(void)
 {
 	const char *c = getenv("MONGOPLEX_CACHE");
@@ -683,16 +672,7 @@ static void ensure_drivers(void)
 	char cmd[1500], out[3000];
 	int st;
 
-	if (getenv("MONGOPLEX_NODE_MODULES") == NULL) {
-		snprintf(
-		    cmd, sizeof(cmd),
-		    "cd %s/tests/drivers && exec 9<package-lock.json && flock 9 && "
-		    "{ [ -x node_modules/.bin/mongosh ] && [ -f node_modules/mongodb/package.json "
-		    "] || npm ci --ignore-scripts --no-audit --no-fund --loglevel=error; } 2>&1",
-		    MP_SOURCE_DIR);
-		shell(cmd, out, sizeof(out), &st);
-		cr_assert(st == 0, "npm ci of tests/drivers failed: %s", out);
-	}
+	(void)h_node_modules();
 	snprintf(
 	    cmd, sizeof(cmd),
 	    "[ -x %s/pymongo4-venv/bin/python ] || MONGOPLEX_CACHE=%s %s/tests/drivers/install.sh "
@@ -744,7 +724,7 @@ Test(tls, drivers_connect_with_client_certificate)
 	snprintf(py4, sizeof(py4), "%s/pymongo4-venv/bin/python", cache_dir());
 	snprintf(cmd, sizeof(cmd), "%s -c '%s' '%s' 2>&1", py4, pycode, uri);
 	driver("pymongo 4 (venv)", cmd);
-	snprintf(cmd, sizeof(cmd), "NODE_PATH=%s node -e '%s' '%s' 2>&1", node_modules(), jscode,
+	snprintf(cmd, sizeof(cmd), "NODE_PATH=%s node -e '%s' '%s' 2>&1", h_node_modules(), jscode,
 		 uri);
 	driver("Node driver", cmd);
 	snprintf(cmd, sizeof(cmd),
@@ -752,7 +732,7 @@ Test(tls, drivers_connect_with_client_certificate)
 		 "db.getSiblingDB(\"tlsdrv\").m.insertOne({v: 1}); "
 		 "print(\"TLS-DRIVER-OK\", db.getSiblingDB(\"tlsdrv\").m.countDocuments({}))' "
 		 "2>&1 </dev/null",
-		 node_modules(), uri);
+		 h_node_modules(), uri);
 	driver("mongosh", cmd);
 	proxy_stop(p);
 	h_ferret_stop(&fe);
