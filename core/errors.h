@@ -34,6 +34,7 @@
 	X(NETWORK_TIMEOUT, 89, "NetworkTimeout", NULL)                                             \
 	X(SHUTDOWN_IN_PROGRESS, 91, "ShutdownInProgress", mp_labels_not_run)                       \
 	X(CLIENT_METADATA_CANNOT_BE_MUTATED, 186, "ClientMetadataCannotBeMutated", NULL)           \
+	X(EXCEEDED_TIME_LIMIT, 262, "ExceededTimeLimit", mp_labels_not_run)                        \
 	X(UNSUPPORTED_OP_QUERY_COMMAND, 352, "UnsupportedOpQueryCommand", NULL)                    \
 	X(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED, 462, "IngressRequestRateLimitExceeded",             \
 	  mp_labels_overload)                                                                      \

@@ -79,7 +79,7 @@ void waitq_resubmit(struct request_queue *staged, void (*each)(struct request *r
 
 static void expire(struct waitq *w, uint64_t now)
 {
-	uint64_t limit = w->ops->limit_usec();
+	uint64_t limit = w->ops->limit_for != NULL ? w->ops->limit_for(w) : w->ops->limit_usec();
 	struct request *req, *tmp;
 
 	if (limit == 0)

@@ -33,6 +33,9 @@ struct waitq_ops {
 	enum waitq_kind kind;
 	/* How long a request may wait, in µs; 0: for ever. */
 	uint64_t (*limit_usec)(void);
+	/* When set, replaces limit_usec: the limit of this queue (a paused
+	 * pool's waiters wait up to pause_timeout_ms, pool/pool_pause.h). */
+	uint64_t (*limit_for)(const struct waitq *w);
 	/* A request whose own client does not read its replies restarts its
 	 * clock (the client is the cause). */
 	bool owner_clock;

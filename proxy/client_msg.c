@@ -28,6 +28,7 @@
 #include "pool/pool.h"
 #include "pool/select.h"
 #include "proxy/admin.h"
+#include "proxy/admin_ctl.h"
 #include "proxy/awaithello.h"
 #include "proxy/cauth.h"
 #include "proxy/client.h"
@@ -150,6 +151,9 @@ static void handle_local(struct client *c, const struct wire_msg *m, const struc
 		return;
 	case ROUTE_STATS:
 		admin_stats_reply(req);
+		return;
+	case ROUTE_CONTROL:
+		admin_ctl_reply(c, req, &m->body);
 		return;
 	case ROUTE_AUTH:
 		cauth_command(c, req, &m->body);

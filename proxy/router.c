@@ -5,6 +5,7 @@
 #include "proxy/router.h"
 
 #include "core/bsonval.h"
+#include "proxy/admin_ctl.h"
 
 #include <string.h>
 #include <strings.h>
@@ -34,6 +35,8 @@ static enum route route_for(const char *cmd)
 		return ROUTE_PING;
 	if (strcmp(cmd, "mongoplexStats") == 0)
 		return ROUTE_STATS;
+	if (strncmp(cmd, "mongoplex", 9) == 0 && admin_ctl_command(cmd))
+		return ROUTE_CONTROL;
 	if (in_list(auth_cmds, cmd))
 		return ROUTE_AUTH;
 	if (in_list(refused_cmds, cmd))

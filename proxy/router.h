@@ -13,6 +13,7 @@ enum route {
 	ROUTE_PING,    /* ping: answered by the proxy */
 	ROUTE_AUTH,    /* saslStart, authenticate, ...: refused (no client auth yet) */
 	ROUTE_STATS,   /* mongoplexStats admin command */
+	ROUTE_CONTROL, /* mongoplexPause, ...: the console's control commands (admin_ctl.h) */
 	ROUTE_REFUSE,  /* not allowed through a pooling proxy (errmsg in route_info) */
 };
 
