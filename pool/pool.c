@@ -447,5 +447,6 @@ bool pool_healthy(char *why, size_t whylen)
 		return select_any_usable();
 	}
 	snprintf(why, whylen, "backend %s cannot be reached: %s", p->name, p->last_error);
-	return pool_live(p) > 0 || p->last_code == 0;
+	/* paused: requests are held, not failed (pool/pool_pause.h) */
+	return pool_live(p) > 0 || p->last_code == 0 || pool_paused(p);
 }

@@ -251,19 +251,6 @@ uint64_t pool_queue_limit_usec(void)
 	return (uint64_t)g.cfg.queue_timeout_ms * 1000;
 }
 
-/* Held by a pause past pause_timeout_ms: never sent, so safe to retry. */
-static void refuse_paused(struct request *req)
-{
-	char msg[200];
-
-	STAT_INC(refused_paused);
-	snprintf(msg, sizeof(msg),
-		 "mongoplex: the proxy is paused for maintenance and the request waited more than "
-		 "pause_timeout_ms = %" PRId64 " ms; it was not sent; retry later",
-		 g.cfg.pause_timeout_ms);
-	req->ops->error(req, MP_ERR(EXCEEDED_TIME_LIMIT), msg, MP_ERR_LABELS(EXCEEDED_TIME_LIMIT));
-}
-
 static uint64_t pool_waitq_limit(const struct waitq *w)
 {
 	const struct pool *p =
@@ -275,7 +262,7 @@ static uint64_t pool_waitq_limit(const struct waitq *w)
 static void pool_waiter_expired(struct request *req)
 {
 	if (req->pool != NULL && pool_paused(req->pool))
-		refuse_paused(req);
+		pool_refuse_paused(req);
 	else if (pin_blocked(req))
 		pin_refuse_timeout(req); /* load-balanced: no pin came free */
 	else

@@ -11,13 +11,17 @@
  */
 #include "pool/pool_pause.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/errors.h"
 #include "core/globals.h"
 #include "core/log.h"
+#include "core/stats.h"
 #include "pool/pool_int.h"
 #include "pool/pool_users.h"
+#include "pool/select.h"
 
 /* The whole proxy's pause (a member's is its pool's `paused`). */
 static struct {
@@ -41,6 +45,18 @@ struct pool *pool_by_name(const char *name)
 		if (strcmp(pool_at(i)->name, name) == 0)
 			return pool_at(i);
 	return NULL;
+}
+
+void pool_refuse_paused(struct request *req)
+{
+	char msg[200];
+
+	STAT_INC(refused_paused);
+	snprintf(msg, sizeof(msg),
+		 "mongoplex: the proxy is paused for maintenance and the request waited more than "
+		 "pause_timeout_ms = %" PRId64 " ms; it was not sent; retry later",
+		 g.cfg.pause_timeout_ms);
+	req->ops->error(req, MP_ERR(EXCEEDED_TIME_LIMIT), msg, MP_ERR_LABELS(EXCEEDED_TIME_LIMIT));
 }
 
 uint64_t pool_pause_limit_usec(const struct pool *p)
@@ -107,10 +123,7 @@ void pool_pause_progress(struct pool *member, struct pause_report *r)
 /* The queue clock of p's waiters starts again now (pause and resume). */
 static void restart_clocks(struct pool *p)
 {
-	struct request *req;
-
-	TAILQ_FOREACH(req, &p->waiting.q.list, queue_link)
-		req->enqueued_usec = g.now_usec;
+	waitq_restart_clocks(&p->waiting);
 }
 
 static void close_idle(struct pool *p, int *closed, const char *why)
@@ -134,6 +147,7 @@ void pool_pause(struct pool *member, struct pause_report *r)
 	int closed = 0;
 
 	if (member == NULL && !all_pause.on) {
+		select_pause_changed();
 		all_pause.on = true;
 		all_pause.logged = false;
 		all_pause.since_usec = g.now_usec;
@@ -172,6 +186,7 @@ bool pool_resume(struct pool *member, struct pause_report *r)
 				return false;
 		}
 		all_pause.on = false;
+		select_pause_changed();
 		for (int i = 0; i < pool_count(); i++)
 			pool_at(i)->paused = false;
 	} else {

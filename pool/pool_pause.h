@@ -17,6 +17,11 @@
  *    from the resume. A request that outwaits pause_timeout_ms was never
  *    sent and gets ExceededTimeLimit (262) with RetryableError and
  *    RetryableWriteError: safe to retry, writes included.
+ *  - Replica sets: while every pool is paused, a request waiting for a
+ *    member (the monitor lost the restarted one: WAITQ_SELECT) waits up to
+ *    the larger of serverSelectionTimeoutMS and pause_timeout_ms, and past
+ *    it gets the same ExceededTimeLimit; its clock restarts at pause and
+ *    resume as the pools' waiters' do.
  *  - Requests bound to a connection that is still open (sticky order after
  *    an unacknowledged write, load-balanced pins) run there: the pause
  *    counts them as in flight and is "paused" once no connection is left.
@@ -30,6 +35,7 @@
 #include <stdint.h>
 
 struct pool;
+struct request;
 
 /* What a pause or resume touched, and where it stands. */
 struct pause_report {
@@ -62,6 +68,9 @@ struct pool *pool_by_name(const char *name);
 
 /* The queue limit (µs) of p's waiters: pause_timeout_ms while paused. */
 uint64_t pool_pause_limit_usec(const struct pool *p);
+
+/* Held past pause_timeout_ms: ExceededTimeLimit, never sent (the rules above). */
+void pool_refuse_paused(struct request *req);
 
 /* pool_janitor: log once that a pause is complete. */
 void pool_pause_janitor(void);

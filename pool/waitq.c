@@ -5,6 +5,7 @@
  */
 #include "pool/waitq.h"
 
+#include "core/globals.h"
 #include "pool/pool.h"
 
 TAILQ_HEAD(waitq_list, waitq);
@@ -75,6 +76,14 @@ void waitq_resubmit(struct request_queue *staged, void (*each)(struct request *r
 		else
 			pool_submit(req);
 	}
+}
+
+void waitq_restart_clocks(struct waitq *w)
+{
+	struct request *req;
+
+	TAILQ_FOREACH(req, &w->q.list, queue_link)
+		req->enqueued_usec = g.now_usec;
 }
 
 static void expire(struct waitq *w, uint64_t now)

@@ -94,5 +94,8 @@ void waitq_take_all(struct waitq *w, struct request_queue *staged);
 void waitq_resubmit(struct request_queue *staged, void (*each)(struct request *req, void *arg),
 		    void *arg);
 
+/* Every request of w starts its wait clock again now (a pause began or ended). */
+void waitq_restart_clocks(struct waitq *w);
+
 /* The janitor: refuse every request that waited past its queue's limit. */
 void waitq_expire_all(uint64_t now);
