@@ -61,12 +61,12 @@ void proxy_apply_cfg(void)
 bool proxy_reload(char *msg, size_t msglen)
 {
 	struct reload_parts rp;
-	char err[CFG_ERR_LEN], dummy[1];
+	char err[CFG_ERR_LEN], own[CFG_ERR_LEN + 100];
 	bool bump;
 
-	if (msg == NULL) {
-		msg = dummy;
-		msglen = sizeof(dummy);
+	if (msg == NULL) { /* SIGHUP: logged only */
+		msg = own;
+		msglen = sizeof(own);
 	}
 	if (g.cfg_path == NULL) {
 		snprintf(msg, msglen, "reload: no config file (-c) to re-read");
