@@ -6,7 +6,7 @@
 #                                                  start one; writes DIR/{uri,pid,log},
 #                                                  prints the mongodb:// URI on stdout
 #   scripts/backend.sh stop DIR                    stop the server started in DIR
-#   scripts/backend.sh restart DIR                 ferretdb only: stop it and start it again
+#   scripts/backend.sh restart DIR                 ferretdb, ferretdb-rs: stop it and start it again
 #                                                  on the same port with the same data dir
 #                                                  (its SQLite data survives), print the URI
 #
@@ -344,7 +344,8 @@ cmd_restart() {
   [[ -n "$dir" && -f "$dir/uri" && -f "$dir/kind" ]] || die "restart: no server started in ${dir:-(none)}"
   dir="$(cd "$dir" && pwd)"
   kind="$(cat "$dir/kind")"
-  [[ "$kind" == ferretdb ]] || die "restart: only ferretdb (got $kind): java forgets its data"
+  [[ "$kind" == ferretdb || "$kind" == ferretdb-rs ]] ||
+    die "restart: only ferretdb and ferretdb-rs (got $kind): java forgets its data, the auth kinds need their identity"
   port="$(sed -n 's#^mongodb://127\.0\.0\.1:\([0-9][0-9]*\)/.*#\1#p' "$dir/uri")"
   [[ -n "$port" ]] || die "restart: no port in $dir/uri"
   cmd_stop "$dir"

@@ -9,7 +9,10 @@
  * ids) and reads of what they inserted: paused, FerretDB restarted, resumed,
  * no operation fails and every acknowledged insert is there exactly once;
  * the same restart without the pause fails operations (the test can fail).
- * The other tests use the suite's backend (MONGOPLEX_TEST_URI).
+ * Through a replica-set URI (ferretdb-rs) the proxy's monitor loses the
+ * member while it is down; a request arriving then waits under the pause's
+ * bound, not serverSelectionTimeoutMS. The other tests use the suite's
+ * backend (MONGOPLEX_TEST_URI).
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -24,6 +27,7 @@
 #include "harness.h"
 
 #define LOAD_THREADS 50
+#define RS_THREADS   10
 #define WAIT_MS	     60000 /* hang guard of every wait below */
 
 /* ------------------------------------------------------------ the load */
@@ -305,8 +309,7 @@ Test(admin_ctl, restart_without_pause_fails_operations, .timeout = 600)
 	h_ferret_stop(&f);
 }
 
-/* ------------------------------------------------------------ the bound */
-
+/* A held command on a client of its own (a thread: it blocks while held). */
 struct held {
 	const char *uri, *db;
 	bool insert;
@@ -330,6 +333,78 @@ static void *held_main(void *arg)
 	mongoc_client_destroy(c);
 	return NULL;
 }
+
+/* Until the proxy's monitor no longer sees pools.0 as the primary. */
+static void wait_member_lost(mongoc_client_t *admin)
+{
+	int64_t end = h_now_ms() + WAIT_MS;
+	bson_t st;
+	bool lost = false;
+
+	while (!lost && h_now_ms() < end) {
+		const char *t;
+
+		h_stats(admin, &st);
+		t = h_get_str(&st, "pools.0.memberType");
+		lost = t != NULL && strcmp(t, "RSPrimary") != 0;
+		bson_destroy(&st);
+		if (!lost)
+			h_sleep_ms(50);
+	}
+	cr_assert(lost, "the monitor never lost the stopped member");
+}
+
+/* The same maintenance through a replica-set URI (FerretDB as a one-member
+ * set "rs0"): the proxy's monitor loses the member while it is down, and a
+ * request that arrives then waits for a member (WAITQ_SELECT) under the
+ * pause's bound, not serverSelectionTimeoutMS (1.5 s here, shorter than the
+ * outage): nothing fails. */
+Test(admin_ctl, maintenance_through_a_replica_set_uri, .timeout = 600)
+{
+	static struct worker ws[RS_THREADS];
+	struct h_ferret f;
+	struct load l;
+	struct proxy *p;
+	mongoc_client_t *admin;
+	struct held late = {0};
+	bson_t r;
+	char cfg[1200];
+	long acked;
+
+	h_ferret_start(&f, "ferretdb-rs", NULL, NULL);
+	snprintf(cfg, sizeof(cfg),
+		 "backend_uri = %s&heartbeatFrequencyMS=500&serverSelectionTimeoutMS=1500\n"
+		 "pool_size = 4\n",
+		 f.uri);
+	p = proxy_start(cfg);
+	admin = h_proxy_client(p, "admin-ctl-admin");
+	load_start(&l, ws, RS_THREADS, p->uri);
+	load_progress(&l, 200);
+	pause_until_paused(admin, &r);
+	bson_destroy(&r);
+	h_ferret_halt(&f);
+	wait_member_lost(admin);
+	late.uri = p->uri;
+	late.db = l.db;
+	cr_assert_eq(pthread_create(&late.th, NULL, held_main, &late), 0);
+	h_sleep_ms(2500); /* past serverSelectionTimeoutMS: the bound that must not apply */
+	h_ferret_restart(&f);
+	cr_assert(ctl(admin, "{\"mongoplexResume\": 1}", &r), "resume: %s", js(&r));
+	bson_destroy(&r);
+	pthread_join(late.th, NULL);
+	cr_expect(late.ok, "a request that arrived during the outage failed: %s", js(&late.reply));
+	bson_destroy(&late.reply);
+	load_progress(&l, 200);
+	acked = load_stop(&l, ws, RS_THREADS);
+	cr_assert_eq(atomic_load(&l.failures), 0, "%ld failed operations, first: %s",
+		     atomic_load(&l.failures), l.first_error);
+	cr_assert_eq(count_docs(f.uri, l.db, l.coll), acked, "acknowledged %ld", acked);
+	mongoc_client_destroy(admin);
+	proxy_stop(p);
+	h_ferret_stop(&f);
+}
+
+/* ------------------------------------------------------------ the bound */
 
 /* Held past pause_timeout_ms: 262 with the retry labels, the write never
  * sent; queue_timeout_ms (shorter) does not fire during the pause; after
