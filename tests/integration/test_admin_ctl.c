@@ -456,6 +456,49 @@ Test(admin_ctl, pause_outlasting_its_bound_gives_retryable_error, .timeout = 180
 	proxy_stop(p);
 }
 
+/* One member by name: its pool is paused and named in the reply; a request
+ * waits; resume by name runs it; the whole proxy was never paused. */
+Test(admin_ctl, pause_one_member_by_name, .timeout = 120)
+{
+	struct proxy *p = proxy_start(NULL);
+	mongoc_client_t *admin = h_proxy_client(p, "admin-ctl-admin");
+	struct held a = {.uri = p->uri};
+	char db[64], cmd[400], host[300];
+	bson_t r, st;
+
+	h_unique(db, sizeof(db), "it_ctl_member");
+	a.db = db;
+	a.insert = true;
+	h_stats(admin, &st);
+	cr_assert(h_get_str(&st, "pools.0.host") != NULL);
+	snprintf(host, sizeof(host), "%s", h_get_str(&st, "pools.0.host"));
+	bson_destroy(&st);
+	snprintf(cmd, sizeof(cmd), "{\"mongoplexPause\": \"%s\"}", host);
+	cr_assert(ctl(admin, cmd, &r), "pause %s: %s", host, js(&r));
+	cr_expect_str_eq(h_get_str(&r, "pools.0"), host, "%s", js(&r));
+	cr_expect_eq(h_get_int(&r, "pools.1", -7), -7, "more than the member: %s", js(&r));
+	bson_destroy(&r);
+	cr_assert(!ctl(admin, "{\"mongoplexResume\": \"nosuch:1\"}", &r));
+	bson_destroy(&r);
+	cr_assert_eq(pthread_create(&a.th, NULL, held_main, &a), 0);
+	wait_stat(admin, "pools.0.waiting", 1);
+	cr_assert(ctl(admin, cmd, &r), "second pause: %s", js(&r));
+	cr_expect_str_eq(h_get_str(&r, "state"), "paused", "%s", js(&r));
+	cr_expect_eq(h_get_int(&r, "waiting", -1), 1, "%s", js(&r));
+	bson_destroy(&r);
+	snprintf(cmd, sizeof(cmd), "{\"mongoplexResume\": \"%s\"}", host);
+	cr_assert(ctl(admin, cmd, &r), "resume %s: %s", host, js(&r));
+	bson_destroy(&r);
+	pthread_join(a.th, NULL);
+	cr_expect(a.ok, "held insert failed after resume: %s", js(&a.reply));
+	bson_destroy(&a.reply);
+	cr_expect_eq(count_docs(h_direct_uri(), db, "b"), 1);
+	cr_expect(!ctl(admin, "{\"mongoplexResume\": 1}", &r), "resumed twice: %s", js(&r));
+	bson_destroy(&r);
+	mongoc_client_destroy(admin);
+	proxy_stop(p);
+}
+
 /* ------------------------------------------------------------ reconnect */
 
 /* Under load every connection is replaced (connects counted) and nothing fails. */
