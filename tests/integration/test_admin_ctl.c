@@ -408,11 +408,13 @@ Test(admin_ctl, maintenance_through_a_replica_set_uri, .timeout = 600)
 
 /* Held past pause_timeout_ms: 262 with the retry labels, the write never
  * sent; queue_timeout_ms (shorter) does not fire during the pause; after
- * resume the same write succeeds. A request held longer than
+ * resume the same write succeeds; the janitor does not refill min_pool_size
+ * meanwhile. A request held longer than
  * queue_timeout_ms but within the bound runs at resume. */
 Test(admin_ctl, pause_outlasting_its_bound_gives_retryable_error, .timeout = 180)
 {
-	struct proxy *p = proxy_start("pause_timeout_ms = 1500\nqueue_timeout_ms = 100\n");
+	struct proxy *p =
+	    proxy_start("pause_timeout_ms = 1500\nqueue_timeout_ms = 100\nmin_pool_size = 2\n");
 	mongoc_client_t *admin = h_proxy_client(p, "admin-ctl-admin");
 	struct held a = {.uri = p->uri}, b = {.uri = p->uri};
 	char db[64];
@@ -440,6 +442,10 @@ Test(admin_ctl, pause_outlasting_its_bound_gives_retryable_error, .timeout = 180
 	cr_expect_geq(stat_c(admin, "counters.refused_paused"), 2);
 	cr_expect_eq(stat_c(admin, "counters.refused_queue_timeout"), 0);
 	cr_expect_eq(count_docs(h_direct_uri(), db, "b"), 0, "the refused insert was sent");
+	/* 1.5 s of janitor ticks: min_pool_size = 2 was not refilled while paused */
+	cr_expect_eq(stat_c(admin, "pools.0.idle") + stat_c(admin, "pools.0.connecting") +
+			 stat_c(admin, "pools.0.active"),
+		     0, "the janitor refilled a paused pool");
 
 	/* Within the bound, past queue_timeout_ms: runs at resume. */
 	cr_assert_eq(pthread_create(&a.th, NULL, held_main, &a), 0);
