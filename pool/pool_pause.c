@@ -174,27 +174,37 @@ static void resume_one(struct pool *p, void *arg)
 	pool_connect_for_waiters(p);
 }
 
+/* When the pause that pool_resume(member) ends began; 0: none is on. */
+static uint64_t paused_since(const struct pool *member)
+{
+	uint64_t since = 0;
+
+	if (all_pause.on)
+		return member == NULL ? all_pause.since_usec : 0; /* a member: not on its own */
+	if (member != NULL)
+		return member->paused ? member->paused_usec : 0;
+	for (int i = 0; i < pool_count(); i++)
+		if (pool_at(i)->paused && (since == 0 || pool_at(i)->paused_usec < since))
+			since = pool_at(i)->paused_usec;
+	return since;
+}
+
 bool pool_resume(struct pool *member, struct pause_report *r)
 {
-	if (member == NULL) {
-		if (!all_pause.on && pool_count() > 0) {
-			bool any = false;
+	uint64_t since = paused_since(member);
 
-			for (int i = 0; i < pool_count(); i++)
-				any |= pool_at(i)->paused;
-			if (!any)
-				return false;
-		}
+	if (since == 0)
+		return false;
+	if (member == NULL) {
 		all_pause.on = false;
 		select_pause_changed();
 		for (int i = 0; i < pool_count(); i++)
 			pool_at(i)->paused = false;
 	} else {
-		if (all_pause.on || !member->paused)
-			return false;
 		member->paused = false;
 	}
 	report(member, r);
+	r->since_usec = since;
 	each_pool(member, resume_one, NULL);
 	r->paused = false;
 	log_notice("resume %s: %d held requests dispatched as connections open",

@@ -52,7 +52,8 @@ Test(router, ping_and_stats_answered_locally)
 Test(router, console_control_commands_answered_locally)
 {
 	static const char *const cmds[] = {"mongoplexPause", "mongoplexResume",
-					   "mongoplexReconnect", "mongoplexKill", "mongoplexReload"};
+					   "mongoplexReconnect", "mongoplexKill",
+					   "mongoplexReload"};
 
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		cr_assert_eq(classify_cmd(cmds[i]).route, ROUTE_CONTROL, "%s", cmds[i]);
