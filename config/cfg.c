@@ -222,6 +222,13 @@ static const struct cfg_key keys[] = {
      "admission",
      "A request waiting longer than this for a backend connection gets a "
      "retryable overload error (0: no limit)."},
+    {"pause_timeout_ms", CFG_INT, OFF(pause_timeout_ms), "60000", 1, INT64_C(86400000), true,
+     "admission",
+     "While the pools are paused (the mongoplexPause admin command), new requests wait up to "
+     "this long, counted from the pause or their arrival if later; queue_timeout_ms does not "
+     "run during a pause and counts again from the resume. A request that waits longer was "
+     "never sent and gets ExceededTimeLimit (262) with the RetryableError and "
+     "RetryableWriteError labels: safe to retry, writes included."},
     {"lb_max_pinned_per_client", CFG_INT, OFF(lb_max_pinned_per_client), "2", 1, 100000, true,
      "admission",
      "Load-balanced clients (loadBalanced=true): backend connections one client may hold "

@@ -73,6 +73,7 @@ struct cfg {
 	int64_t max_client_buffer_bytes;
 	int64_t max_buffer_bytes;
 	int64_t queue_timeout_ms;
+	int64_t pause_timeout_ms;
 	int64_t query_timeout_ms;
 	int64_t lb_max_pinned_per_client;
 	int64_t lb_pin_idle_timeout_ms;

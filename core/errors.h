@@ -79,6 +79,9 @@
 	  "the backend, safe to retry elsewhere") \
 	X(CLIENT_METADATA_CANNOT_BE_MUTATED, 186, "ClientMetadataCannotBeMutated", NULL, \
 	  "a second hello on a connection carried client metadata") \
+	X(EXCEEDED_TIME_LIMIT, 262, "ExceededTimeLimit", mp_labels_not_run, \
+	  "a request held by a pause (mongoplexPause) longer than pause_timeout_ms; it was " \
+	  "never sent, so drivers retry it (mongoplex: paused for maintenance ...)") \
 	X(UNSUPPORTED_OP_QUERY_COMMAND, 352, "UnsupportedOpQueryCommand", NULL, \
 	  "a legacy OP_QUERY other than the hello/isMaster handshake") \
 	X(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED, 462, "IngressRequestRateLimitExceeded", mp_labels_overload, \

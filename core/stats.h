@@ -38,6 +38,7 @@
 	X(backend_errors, "Requests failed by a backend network error or timeout")                 \
 	X(refused_queue_full, "Requests refused: max_queue reached")                               \
 	X(refused_queue_timeout, "Requests refused: waited longer than queue_timeout_ms")          \
+	X(refused_paused, "Requests refused unsent: held by a pause past pause_timeout_ms")        \
 	X(refused_shutdown, "Requests refused while shutting down")                                \
 	X(refused_sessionwide, "Session-wide commands refused: shared backend identity")           \
 	X(refused_no_member, "Requests refused: no replica set member for their read preference")  \

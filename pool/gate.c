@@ -11,6 +11,7 @@
 #include "core/globals.h"
 #include "pool/pin.h"
 #include "pool/pool.h"
+#include "pool/pool_pause.h"
 #include "pool/pool_users.h"
 #include "pool/sticky.h"
 #include "pool/topology.h"
@@ -29,6 +30,8 @@ static bool owner_reads(const struct request *req)
 
 static bool may_dispatch(const struct request *req, struct pool *p)
 {
+	if (p != NULL && pool_paused(p))
+		return false; /* held in the queue until resume (pool/pool_pause.h) */
 	return req->owner == NULL ||
 	       (owner_reads(req) && !sticky_behind_unacked(req) && pin_may_dispatch(req, p));
 }
@@ -41,7 +44,7 @@ static bool below_size(const struct pool *p)
 
 static bool may_connect(const struct pool *p)
 {
-	return below_size(p) && g.now_usec >= p->next_connect_usec;
+	return !pool_paused(p) && below_size(p) && g.now_usec >= p->next_connect_usec;
 }
 
 static bool janitor_may(const struct pool *p)
@@ -52,6 +55,14 @@ static bool janitor_may(const struct pool *p)
 /* Terms on a connection: false closes it. */
 static bool keep(struct server *s)
 {
+	if (pool_paused(s->pool)) {
+		server_close(s, MP_ERR(HOST_UNREACHABLE), "paused by an admin");
+		return false;
+	}
+	if (s->generation != s->pool->generation) {
+		server_close(s, MP_ERR(HOST_UNREACHABLE), "replaced (reconnect asked by an admin)");
+		return false;
+	}
 	if (pool_live(s->pool) <= pool_gate_size(s->pool))
 		return true;
 	server_close(s, MP_ERR(HOST_UNREACHABLE), "pool shrank (pool_size = %" PRId64 ")",

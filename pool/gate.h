@@ -5,12 +5,14 @@
  * concurrency limit per pool) is one more term in pool_gate.
  *
  *   step           asks                                   terms
- *   GATE_DISPATCH  may `req` start on a free connection   its client reads its replies;
- *                  of `p`                                 not behind its client's unacked
- *                                                         write (sticky order); pin bounds
+ *   GATE_DISPATCH  may `req` start on a free connection   `p` not paused; its client reads
+ *                  of `p`                                 its replies; not behind its
+ *                                                         client's unacked write (sticky
+ *                                                         order); pin bounds
  *   GATE_RUN_HERE  may `req` start on `s`, the connection its client reads its replies
  *                  it waits for (sticky, pinned)
- *   GATE_CONNECT   may `p` open one more connection for   below pool_size; not backing off;
+ *   GATE_CONNECT   may `p` open one more connection for   not paused; below pool_size; not
+ *                                                         backing off;
  *                  its waiters                            max_backend_conn (evicting another
  *                                                         pool's oldest idle connection)
  *   GATE_REFILL    the janitor's connects for waiters     not shutting down; a member the
@@ -18,13 +20,16 @@
  *   GATE_MINIMUM   the janitor's connects for             as REFILL; p usable; below
  *                  min_pool_size                          min_pool_size; max_backend_conn
  *                                                         without eviction
- *   GATE_KEEP      may idle connection `s` stay           its pool within pool_size
+ *   GATE_KEEP      may idle connection `s` stay           its pool not paused; of its pool's
+ *                                                         generation (reconnect); its pool
+ *                                                         within pool_size
  *   GATE_TAKE_NEXT may `s` (just free) take its pool's    as KEEP; max_backend_conn: a
  *                  next request or go idle                pool with none gets its slot
  *   GATE_PIN       may `p` hold one more pinned           fewer than pool_size - 1 pins
  *                  connection
  *
- * Rules: true means yes. For KEEP and TAKE_NEXT false means the gate
+ * Pause and reconnect (pool/pool_pause.h) are the terms "not paused" and
+ * "of its pool's generation". Rules: true means yes. For KEEP and TAKE_NEXT false means the gate
  * closed `s` with the reason. CONNECT may close another pool's idle
  * connection to make room (max_backend_conn).
  */

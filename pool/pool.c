@@ -20,6 +20,7 @@
 #include "pool/backend_tls.h"
 #include "pool/pin.h"
 #include "pool/pool_int.h"
+#include "pool/pool_pause.h"
 #include "pool/pool_users.h"
 #include "pool/select.h"
 #include "pool/sticky.h"
@@ -349,6 +350,8 @@ void pool_connect_failed(struct pool *p, int code, const char *codename, const c
 	if (p->backoff_ms > g.cfg.reconnect_backoff_max_ms)
 		p->backoff_ms = g.cfg.reconnect_backoff_max_ms;
 	pool_cap_kick();
+	if (pool_paused(p))
+		return; /* its waiters are held by the pause: resume connects again */
 	if (p->parent != NULL) {
 		user_connect_failed(p, code, codename, why);
 		return;
@@ -444,5 +447,6 @@ bool pool_healthy(char *why, size_t whylen)
 		return select_any_usable();
 	}
 	snprintf(why, whylen, "backend %s cannot be reached: %s", p->name, p->last_error);
-	return pool_live(p) > 0 || p->last_code == 0;
+	/* paused: requests are held, not failed (pool/pool_pause.h) */
+	return pool_live(p) > 0 || p->last_code == 0 || pool_paused(p);
 }

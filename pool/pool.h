@@ -66,6 +66,12 @@ struct pool {
 	struct pool *parent;
 	struct pool_user *user;
 	bool empty_seen; /* empty at the last sweep (pool_users.c) */
+	/* Maintenance (pool/pool_pause.h): a member pool paused on its own (a
+	 * child follows its member), since when, the pause's completion logged;
+	 * the generation new connections get (reconnect raises it). */
+	bool paused, pause_logged;
+	uint64_t paused_usec;
+	uint32_t generation;
 };
 
 /* Create the pools from the backend URI (host list). */

@@ -15,6 +15,7 @@
 #include "pool/pool.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #include "core/errors.h"
@@ -23,6 +24,7 @@
 #include "pool/gate.h"
 #include "pool/pin.h"
 #include "pool/pool_int.h"
+#include "pool/pool_pause.h"
 #include "pool/pool_users.h"
 #include "pool/select.h"
 #include "pool/sticky.h"
@@ -217,7 +219,7 @@ void pool_submit(struct request *req)
 		sticky_enqueue(sticky, req);
 		return;
 	}
-	if (pool_live(p) == 0 && g.now_usec < p->next_connect_usec) {
+	if (pool_live(p) == 0 && g.now_usec < p->next_connect_usec && !pool_paused(p)) {
 		pool_fail_unreachable(p, req, p->last_error);
 		return;
 	}
@@ -249,9 +251,19 @@ uint64_t pool_queue_limit_usec(void)
 	return (uint64_t)g.cfg.queue_timeout_ms * 1000;
 }
 
+static uint64_t pool_waitq_limit(const struct waitq *w)
+{
+	const struct pool *p =
+	    (const struct pool *)((const char *)w - offsetof(struct pool, waiting));
+
+	return pool_pause_limit_usec(p);
+}
+
 static void pool_waiter_expired(struct request *req)
 {
-	if (pin_blocked(req))
+	if (req->pool != NULL && pool_paused(req->pool))
+		pool_refuse_paused(req);
+	else if (pin_blocked(req))
 		pin_refuse_timeout(req); /* load-balanced: no pin came free */
 	else
 		pool_refuse_timeout(req);
@@ -262,6 +274,7 @@ static void pool_waiter_expired(struct request *req)
 const struct waitq_ops pool_waitq_ops = {
     .kind = WAITQ_POOL,
     .limit_usec = pool_queue_limit_usec,
+    .limit_for = pool_waitq_limit,
     .owner_clock = true,
     .expired = pool_waiter_expired,
 };
@@ -324,6 +337,7 @@ void pool_janitor(uint64_t now)
 	pool_users_foreach(janitor_user_connect, NULL);
 	pool_users_sweep();
 	pin_janitor(now);
+	pool_pause_janitor();
 	for (int i = 0; i < pool_count(); i++) {
 		struct pool *p = pool_at(i);
 

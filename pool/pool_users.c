@@ -17,6 +17,7 @@
 #include "core/xalloc.h"
 #include "pool/pool.h"
 #include "pool/pool_int.h"
+#include "pool/pool_pause.h"
 #include "pool/server.h"
 
 /* One user. Rules: refs counts clients (and batches) holding it; children
@@ -276,7 +277,8 @@ bool pool_cap_room(struct pool *p, bool evict)
 
 static bool starved(const struct pool *q)
 {
-	return waitq_count(&q->waiting) > 0 && pool_live(q) == 0;
+	/* a paused pool's waiters are held, not starved (pool/pool_pause.h) */
+	return waitq_count(&q->waiting) > 0 && pool_live(q) == 0 && !pool_paused(q);
 }
 
 static void kick_cb(struct pool *q, void *arg)

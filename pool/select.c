@@ -13,6 +13,7 @@
 #include "core/stats.h"
 #include "pool/batch.h"
 #include "pool/pool.h"
+#include "pool/pool_pause.h"
 #include "pool/readpref.h"
 #include "pool/topology.h"
 
@@ -29,11 +30,13 @@ struct txn_route {
 static struct txn_route pins[PIN_SLOTS];
 
 static uint64_t selection_limit_usec(void);
+static uint64_t member_wait_limit(const struct waitq *w);
 static void fail_selection(struct request *req);
 
 static const struct waitq_ops member_wait_ops = {
     .kind = WAITQ_SELECT,
     .limit_usec = selection_limit_usec,
+    .limit_for = member_wait_limit,
     .expired = fail_selection,
 };
 
@@ -347,6 +350,20 @@ void select_on_topology(void)
 	select_retry_waiting();
 }
 
+/* While every pool is paused (pool/pool_pause.h): the larger of the two. */
+static uint64_t member_wait_limit(const struct waitq *w)
+{
+	uint64_t limit = selection_limit_usec(), paused = (uint64_t)g.cfg.pause_timeout_ms * 1000;
+
+	(void)w;
+	return pool_paused(NULL) && paused > limit ? paused : limit;
+}
+
+void select_pause_changed(void)
+{
+	waitq_restart_clocks(&member_wait);
+}
+
 static void fail_selection(struct request *req)
 {
 	static const char *const retry_write[] = {"RetryableWriteError", NULL};
@@ -355,6 +372,10 @@ static void fail_selection(struct request *req)
 
 	const char *why;
 
+	if (pool_paused(NULL)) {
+		pool_refuse_paused(req); /* never sent: safe to retry */
+		return;
+	}
 	readpref_parse(req->read_pref, &rp, &why);
 	STAT_INC(refused_no_member);
 	snprintf(msg, sizeof(msg),

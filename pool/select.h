@@ -46,6 +46,8 @@ void select_on_topology(void);
 
 /* Submit the waiting requests again (a member became usable). */
 void select_retry_waiting(void);
+/* A pause of every pool began or ended: the member waits restart their clocks. */
+void select_pause_changed(void);
 
 /* A reply from a member: "not primary" errors make it suspect. */
 void select_on_reply(struct pool *p, const bson_t *body);

@@ -112,6 +112,7 @@ bool server_connect(struct pool *p)
 	s->state = SV_NEW;
 	s->created_usec = g.now_usec;
 	s->compressor = -1;
+	s->generation = p->generation;
 	EACH_WATCHER(w)
 		if ((*w)->opened != NULL)
 			(*w)->opened(s);

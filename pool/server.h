@@ -60,6 +60,7 @@ struct server {
 	int32_t fence_id;	     /* requestID of the proxy's own {ping: 1} fence, 0: none */
 	int8_t compressor;	     /* pool/backend_compress.c: negotiated id, -1: none */
 	struct lb_pin *pin;	     /* pool/pin.c: pinned to a load-balanced client (SV_ACTIVE) */
+	uint32_t generation;	     /* its pool's at connect: older ones close when idle */
 };
 
 TAILQ_HEAD(server_list, server);

@@ -5,6 +5,7 @@
  */
 #include "pool/waitq.h"
 
+#include "core/globals.h"
 #include "pool/pool.h"
 
 TAILQ_HEAD(waitq_list, waitq);
@@ -77,9 +78,17 @@ void waitq_resubmit(struct request_queue *staged, void (*each)(struct request *r
 	}
 }
 
+void waitq_restart_clocks(struct waitq *w)
+{
+	struct request *req;
+
+	TAILQ_FOREACH(req, &w->q.list, queue_link)
+		req->enqueued_usec = g.now_usec;
+}
+
 static void expire(struct waitq *w, uint64_t now)
 {
-	uint64_t limit = w->ops->limit_usec();
+	uint64_t limit = w->ops->limit_for != NULL ? w->ops->limit_for(w) : w->ops->limit_usec();
 	struct request *req, *tmp;
 
 	if (limit == 0)

@@ -33,6 +33,9 @@ struct waitq_ops {
 	enum waitq_kind kind;
 	/* How long a request may wait, in µs; 0: for ever. */
 	uint64_t (*limit_usec)(void);
+	/* When set, replaces limit_usec: the limit of this queue (a paused
+	 * pool's waiters wait up to pause_timeout_ms, pool/pool_pause.h). */
+	uint64_t (*limit_for)(const struct waitq *w);
 	/* A request whose own client does not read its replies restarts its
 	 * clock (the client is the cause). */
 	bool owner_clock;
@@ -90,6 +93,9 @@ void waitq_take_all(struct waitq *w, struct request_queue *staged);
  * each(req, arg); NULL: pool_submit. */
 void waitq_resubmit(struct request_queue *staged, void (*each)(struct request *req, void *arg),
 		    void *arg);
+
+/* Every request of w starts its wait clock again now (a pause began or ended). */
+void waitq_restart_clocks(struct waitq *w);
 
 /* The janitor: refuse every request that waited past its queue's limit. */
 void waitq_expire_all(uint64_t now);

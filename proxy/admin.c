@@ -13,6 +13,7 @@
 #include "core/errors.h"
 #include "core/log.h"
 #include "core/stats.h"
+#include "proxy/admin_ctl.h"
 #include "proxy/admin_show.h"
 #include "proxy/cauth.h"
 #include "proxy/client.h"
@@ -26,7 +27,12 @@ struct admin_cmd {
 };
 
 static const struct admin_cmd cmds[] = {
-    {"mongoplexShow", admin_show},
+    {"mongoplexShow", admin_show},	   /* proxy/admin_show.c */
+    {"mongoplexPause", admin_ctl_run},	   /* proxy/admin_ctl.c */
+    {"mongoplexResume", admin_ctl_run},	   /* ... */
+    {"mongoplexReconnect", admin_ctl_run}, /* ... */
+    {"mongoplexKill", admin_ctl_run},	   /* ... */
+    {"mongoplexReload", admin_ctl_run},	   /* ... */
 };
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
 

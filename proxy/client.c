@@ -462,6 +462,16 @@ void client_request_finished(struct client *c)
 	event_active(c->resume_ev, EV_TIMEOUT, 1);
 }
 
+struct client *client_find(uint64_t id)
+{
+	struct client *c;
+
+	TAILQ_FOREACH(c, &clients_active, link)
+		if (c->id == id)
+			return c;
+	return NULL;
+}
+
 void client_close_all(const char *reason)
 {
 	struct client *c;

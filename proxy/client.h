@@ -130,6 +130,8 @@ void client_answer_hello(struct request *req, const struct backend_info *bi);
 
 void client_free_deferred(void);
 void client_close_all(const char *reason);
+/* The connected client with this id (C-<id>, hello's connectionId), or NULL. */
+struct client *client_find(uint64_t id);
 void client_janitor(uint64_t now);
 void client_apply_cfg(void);
 

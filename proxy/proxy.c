@@ -14,6 +14,7 @@
 #include "proxy/proxy.h"
 
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -57,24 +58,30 @@ void proxy_apply_cfg(void)
 	membound_apply_cfg();
 }
 
-void proxy_reload(void)
+bool proxy_reload(char *msg, size_t msglen)
 {
 	struct reload_parts rp;
-	char err[CFG_ERR_LEN];
+	char err[CFG_ERR_LEN], own[CFG_ERR_LEN + 100];
 	bool bump;
 
+	if (msg == NULL) { /* SIGHUP: logged only */
+		msg = own;
+		msglen = sizeof(own);
+	}
 	if (g.cfg_path == NULL) {
-		log_warning("reload: no config file (-c) to re-read");
-		return;
+		snprintf(msg, msglen, "reload: no config file (-c) to re-read");
+		log_warning("%s", msg);
+		return false;
 	}
 	notify("RELOADING=1");
 	/* Every part first; any refusal leaves everything as it was. */
 	if (!reload_prepare(g.cfg_path, &rp, err, sizeof(err))) {
 		STAT_INC(reload_failures);
-		log_error("reload rejected, keeping the current config: %s", err);
+		snprintf(msg, msglen, "reload rejected, keeping the current config: %s", err);
+		log_error("%s", msg);
 		reload_discard(&rp);
 		notify("READY=1");
-		return;
+		return false;
 	}
 	bump = rp.cfg.advertise_mongos != g.cfg.advertise_mongos;
 	reload_commit(&rp);
@@ -82,9 +89,12 @@ void proxy_reload(void)
 	if (bump)
 		topover_bump("reload changed what the hello advertises (advertise_mongos)");
 	STAT_INC(reloads);
-	log_notice("reloaded %s (pool_size=%" PRId64 ", batching=%s, log_level=%s)", g.cfg_path,
-		   g.cfg.pool_size, g.cfg.batching ? "on" : "off", log_level_name(g.cfg.log_level));
+	snprintf(msg, msglen, "reloaded %s (pool_size=%" PRId64 ", batching=%s, log_level=%s)",
+		 g.cfg_path, g.cfg.pool_size, g.cfg.batching ? "on" : "off",
+		 log_level_name(g.cfg.log_level));
+	log_notice("%s", msg);
 	notify("READY=1");
+	return true;
 }
 
 /* Work still in flight: requests parsed and not yet answered. */
@@ -143,7 +153,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 	switch (sig) {
 	case SIGHUP:
 		log_info("SIGHUP: reloading configuration");
-		proxy_reload();
+		(void)proxy_reload(NULL, 0);
 		break;
 	case SIGTERM:
 		begin_shutdown();

@@ -6,6 +6,9 @@
 #                                                  start one; writes DIR/{uri,pid,log},
 #                                                  prints the mongodb:// URI on stdout
 #   scripts/backend.sh stop DIR                    stop the server started in DIR
+#   scripts/backend.sh restart DIR                 ferretdb, ferretdb-rs: stop it and start it again
+#                                                  on the same port with the same data dir
+#                                                  (its SQLite data survives), print the URI
 #
 # java     = mongo-java-server (memory backend) via tests/backend/java (Maven Central)
 # ferretdb = FerretDB v1.24.2, SQLite handler, data under DIR (Go module proxy)
@@ -304,6 +307,7 @@ cmd_start() {
          fi
          # One line per server started, for scripts/test.sh's count per pass.
          [[ -z "${MONGOPLEX_BACKEND_STARTS:-}" ]] || echo "$kind $dir" >> "$MONGOPLEX_BACKEND_STARTS"
+         echo "$kind" > "$dir/kind"
          cat "$dir/uri"; return 0 ;;
       2) log "$kind exited during startup (attempt $attempt); last log lines:"
          tail -n 20 "$dir/log" >&2; rm -f "$dir/pid"
@@ -333,9 +337,40 @@ cmd_stop() {
   rm -f "$dir/pid"
 }
 
+# Stop a plain FerretDB and start it again on the same port and data directory
+# (a database restart for maintenance: the tests' proxy pause, issue 24).
+cmd_restart() {
+  local dir="${1:-}" kind port
+  [[ -n "$dir" && -f "$dir/uri" && -f "$dir/kind" ]] || die "restart: no server started in ${dir:-(none)}"
+  dir="$(cd "$dir" && pwd)"
+  kind="$(cat "$dir/kind")"
+  [[ "$kind" == ferretdb || "$kind" == ferretdb-rs ]] ||
+    die "restart: only ferretdb and ferretdb-rs (got $kind): java forgets its data, the auth kinds need their identity"
+  port="$(sed -n 's#^mongodb://127\.0\.0\.1:\([0-9][0-9]*\)/.*#\1#p' "$dir/uri")"
+  [[ -n "$port" ]] || die "restart: no port in $dir/uri"
+  cmd_stop "$dir"
+  PY="$(find_python)"
+  local deadline=$(( $(date +%s) + START_TIMEOUT )) attempt rc
+  # The port was just released: a bind that loses a race is retried (same port).
+  for attempt in 1 2 3 4 5; do
+    rc=0
+    launch "$kind" "$dir" "$port"
+    wait_ping "mongodb://127.0.0.1:$port/" "$PID" "$deadline" || rc=$?
+    case "$rc" in
+      0) cat "$dir/uri"; return 0 ;;
+      2) log "$kind exited during restart (attempt $attempt); last log lines:"
+         tail -n 20 "$dir/log" >&2; rm -f "$dir/pid"; sleep 0.2 ;;
+      *) kill -KILL "$PID" 2>/dev/null || true; rm -f "$dir/pid"
+         die "$kind did not answer ping within ${START_TIMEOUT}s after restart; see $dir/log" ;;
+    esac
+  done
+  die "$kind failed to restart on port $port; see $dir/log"
+}
+
 case "${1:-}" in
   build) shift; cmd_build "$@" ;;
+  restart) shift; cmd_restart "$@" ;;
   start) shift; cmd_start "$@" ;;
   stop)  shift; cmd_stop "$@" ;;
-  *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

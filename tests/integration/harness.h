@@ -285,6 +285,13 @@ void h_ferret_start(struct h_ferret *f, const char *kind, const char *dir, const
  * every user, database and collection they create gets an h_unique() name,
  * and they leave its admin user alone. */
 void h_ferret_shared(struct h_ferret *f, const char *kind);
+/* A test's own FerretDB: backend.sh stop, keeping its directory and data
+ * (h_ferret_restart starts it again on the same port). */
+void h_ferret_halt(struct h_ferret *f);
+/* A test's own FerretDB ("ferretdb" or "ferretdb-rs"): backend.sh restart (stopped, then
+ * started again on the same port and data directory; its data survives);
+ * fails the test when it does not come back on the same URI. */
+void h_ferret_restart(struct h_ferret *f);
 /* A test's own server: backend.sh stop, then remove the directory. The
  * shared one: left running, only f->scratch removed. Idempotent. */
 void h_ferret_stop(struct h_ferret *f);

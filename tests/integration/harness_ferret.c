@@ -224,6 +224,29 @@ void h_ferret_shared(struct h_ferret *f, const char *kind)
 	cr_assert(mkdtemp(f->scratch) != NULL, "mkdtemp %s: %s", f->scratch, strerror(errno));
 }
 
+void h_ferret_halt(struct h_ferret *f)
+{
+	const char *argv[] = {MP_SOURCE_DIR "/scripts/backend.sh", "stop", f->dir, NULL};
+	char out[4096];
+
+	cr_assert(!f->shared, "h_ferret_halt: not the shared server");
+	cr_assert(h_run_capture(argv, out, sizeof(out), FERRET_STOP_MS) == 0,
+		  "FerretDB did not stop: %.1500s", out);
+}
+
+void h_ferret_restart(struct h_ferret *f)
+{
+	const char *argv[] = {MP_SOURCE_DIR "/scripts/backend.sh", "restart", f->dir, NULL};
+	char out[4096], uri[900];
+	int st;
+
+	cr_assert(!f->shared, "h_ferret_restart: not the shared server");
+	st = h_run_capture(argv, out, sizeof(out), FERRET_START_MS);
+	cr_assert(st == 0, "FerretDB did not restart: %.1500s", out);
+	cr_assert(last_uri(out, uri, sizeof(uri)) && strcmp(uri, f->uri) == 0,
+		  "FerretDB restarted as %s, not %s", uri, f->uri);
+}
+
 void h_ferret_stop(struct h_ferret *f)
 {
 	char cmd[800], out[1024];

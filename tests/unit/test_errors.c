@@ -32,6 +32,7 @@ static const struct {
     {91, "ShutdownInProgress"},
     {133, "FailedToSatisfyReadPreference"},
     {186, "ClientMetadataCannotBeMutated"},
+    {262, "ExceededTimeLimit"},
     {352, "UnsupportedOpQueryCommand"},
     {462, "IngressRequestRateLimitExceeded"},
     {10334, "BSONObjectTooLarge"},

@@ -49,6 +49,20 @@ Test(router, ping_and_stats_answered_locally)
 	cr_assert_eq(classify_cmd("mongoplexStats").route, ROUTE_STATS);
 }
 
+Test(router, console_control_commands_answered_locally)
+{
+	static const char *const cmds[] = {"mongoplexPause", "mongoplexResume",
+					   "mongoplexReconnect", "mongoplexKill",
+					   "mongoplexReload"};
+
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		cr_assert_eq(classify_cmd(cmds[i]).route, ROUTE_ADMIN, "%s", cmds[i]);
+	/* every mongoplex* name is the proxy's (an unknown one gets CommandNotFound
+	 * from admin_command), never forwarded to the backend */
+	cr_assert_eq(classify_cmd("mongoplexPauseX").route, ROUTE_ADMIN);
+	cr_assert_eq(classify_cmd("mongoplex").route, ROUTE_ADMIN);
+}
+
 Test(router, authentication_commands)
 {
 	static const char *const cmds[] = {"saslStart", "saslContinue", "authenticate", "logout",
