@@ -632,6 +632,39 @@ mongoc_client_t *h_proxy_client(struct proxy *p, const char *appname)
 	return c;
 }
 
+struct proxy *proxy_start_admin(const char *extra)
+{
+	char sock[108], cfg[4096];
+	struct proxy *p;
+
+	snprintf(sock, sizeof(sock), "/tmp/mpadm-%d-%d.sock", (int)getpid(), rand() % 1000000);
+	snprintf(cfg, sizeof(cfg), "unix_socket = %s\n%s", sock, extra ? extra : "");
+	p = proxy_start(cfg);
+	cr_assert(log_wait(p, "listening on unix socket", 5000), "no unix socket");
+	snprintf(p->admin_sock, sizeof(p->admin_sock), "%s", sock);
+	return p;
+}
+
+mongoc_client_t *h_socket_client(const char *path, const char *appname)
+{
+	char uri[400];
+	size_t n = (size_t)snprintf(uri, sizeof(uri), "mongodb://");
+	mongoc_client_t *c;
+
+	for (const char *s = path; *s != '\0' && n < sizeof(uri) - 4; s++)
+		n += (size_t)snprintf(uri + n, sizeof(uri) - n, *s == '/' ? "%%2F" : "%c", *s);
+	snprintf(uri + n, sizeof(uri) - n, "/");
+	c = h_client_uri(uri, appname);
+	cr_assert(c != NULL, "cannot create a client for %s", uri);
+	return c;
+}
+
+mongoc_client_t *h_proxy_admin_client(struct proxy *p, const char *appname)
+{
+	cr_assert(p->admin_sock[0] != '\0', "proxy started without proxy_start_admin");
+	return h_socket_client(p->admin_sock, appname);
+}
+
 mongoc_client_t *h_backend_client(const char *appname)
 {
 	mongoc_client_t *c = h_client_uri(h_direct_uri(), appname);

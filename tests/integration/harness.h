@@ -94,6 +94,7 @@ struct proxy {
 	char log_path[300];
 	char cfg_path[300];
 	char uri[160];
+	char admin_sock[108]; /* proxy_start_admin: its unix socket, else "" */
 };
 
 /* Start the proxy; `extra` holds INI lines ("key = value\n") that override
@@ -125,6 +126,13 @@ long proxy_status_kb(struct proxy *p, const char *field);
 /* A client with a short serverSelectionTimeoutMS and the given appname. */
 mongoc_client_t *h_client_uri(const char *uri, const char *appname);
 mongoc_client_t *h_proxy_client(struct proxy *p, const char *appname);
+/* A proxy with a unix socket of its own (p->admin_sock), whose owner (this
+ * test, the proxy's own user) may run the admin console's commands with
+ * auth_mode = none; `extra` as for proxy_start. */
+struct proxy *proxy_start_admin(const char *extra);
+/* A libmongoc client on the unix socket at path / on p->admin_sock. */
+mongoc_client_t *h_socket_client(const char *path, const char *appname);
+mongoc_client_t *h_proxy_admin_client(struct proxy *p, const char *appname);
 mongoc_client_t *h_backend_client(const char *appname);
 
 /* Run a command; *reply is always initialised (the server's reply, or empty). */

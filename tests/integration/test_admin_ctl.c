@@ -244,8 +244,8 @@ Test(admin_ctl, maintenance_pause_restart_resume, .timeout = 600)
 	cr_assert_geq(h_raise_nofile(1024), 256);
 	h_ferret_start(&f, "ferretdb", NULL, NULL);
 	snprintf(cfg, sizeof(cfg), "backend_uri = %s\npool_size = 8\n", f.uri);
-	p = proxy_start(cfg);
-	admin = h_proxy_client(p, "admin-ctl-admin");
+	p = proxy_start_admin(cfg);
+	admin = h_proxy_admin_client(p, "admin-ctl-admin");
 	load_start(&l, ws, LOAD_THREADS, p->uri);
 	load_progress(&l, 500);
 
@@ -293,7 +293,7 @@ Test(admin_ctl, restart_without_pause_fails_operations, .timeout = 600)
 	cr_assert_geq(h_raise_nofile(1024), 256);
 	h_ferret_start(&f, "ferretdb", NULL, NULL);
 	snprintf(cfg, sizeof(cfg), "backend_uri = %s\npool_size = 8\n", f.uri);
-	p = proxy_start(cfg);
+	p = proxy_start_admin(cfg);
 	load_start(&l, ws, LOAD_THREADS, p->uri);
 	load_progress(&l, 500);
 	h_ferret_restart(&f);
@@ -376,8 +376,8 @@ Test(admin_ctl, maintenance_through_a_replica_set_uri, .timeout = 600)
 		 "backend_uri = %s&heartbeatFrequencyMS=500&serverSelectionTimeoutMS=1500\n"
 		 "pool_size = 4\n",
 		 f.uri);
-	p = proxy_start(cfg);
-	admin = h_proxy_client(p, "admin-ctl-admin");
+	p = proxy_start_admin(cfg);
+	admin = h_proxy_admin_client(p, "admin-ctl-admin");
 	load_start(&l, ws, RS_THREADS, p->uri);
 	load_progress(&l, 200);
 	pause_until_paused(admin, &r);
@@ -413,9 +413,9 @@ Test(admin_ctl, maintenance_through_a_replica_set_uri, .timeout = 600)
  * queue_timeout_ms but within the bound runs at resume. */
 Test(admin_ctl, pause_outlasting_its_bound_gives_retryable_error, .timeout = 180)
 {
-	struct proxy *p =
-	    proxy_start("pause_timeout_ms = 1500\nqueue_timeout_ms = 100\nmin_pool_size = 2\n");
-	mongoc_client_t *admin = h_proxy_client(p, "admin-ctl-admin");
+	struct proxy *p = proxy_start_admin(
+	    "pause_timeout_ms = 1500\nqueue_timeout_ms = 100\nmin_pool_size = 2\n");
+	mongoc_client_t *admin = h_proxy_admin_client(p, "admin-ctl-admin");
 	struct held a = {.uri = p->uri}, b = {.uri = p->uri};
 	char db[64];
 	bson_t r;
@@ -466,8 +466,8 @@ Test(admin_ctl, pause_outlasting_its_bound_gives_retryable_error, .timeout = 180
  * waits; resume by name runs it; the whole proxy was never paused. */
 Test(admin_ctl, pause_one_member_by_name, .timeout = 120)
 {
-	struct proxy *p = proxy_start(NULL);
-	mongoc_client_t *admin = h_proxy_client(p, "admin-ctl-admin");
+	struct proxy *p = proxy_start_admin(NULL);
+	mongoc_client_t *admin = h_proxy_admin_client(p, "admin-ctl-admin");
 	struct held a = {.uri = p->uri};
 	char db[64], cmd[400], host[300];
 	bson_t r, st;
@@ -511,8 +511,8 @@ Test(admin_ctl, pause_one_member_by_name, .timeout = 120)
 Test(admin_ctl, reconnect_under_load_replaces_connections, .timeout = 300)
 {
 	static struct worker ws[20];
-	struct proxy *p = proxy_start("pool_size = 4\n");
-	mongoc_client_t *admin = h_proxy_client(p, "admin-ctl-admin");
+	struct proxy *p = proxy_start_admin("pool_size = 4\n");
+	mongoc_client_t *admin = h_proxy_admin_client(p, "admin-ctl-admin");
 	struct load l;
 	bson_t r, st;
 	int64_t before, replaced;
@@ -575,8 +575,8 @@ static int64_t raw_getmore_code(int fd, const char *db, const char *coll, int64_
  * another client continues; an unknown id is an error. */
 Test(admin_ctl, kill_closes_client_and_kills_its_cursor, .timeout = 180)
 {
-	struct proxy *p = proxy_start(NULL);
-	mongoc_client_t *admin = h_proxy_client(p, "admin-ctl-admin");
+	struct proxy *p = proxy_start_admin(NULL);
+	mongoc_client_t *admin = h_proxy_admin_client(p, "admin-ctl-admin");
 	mongoc_collection_t *col;
 	char db[64], cmd[200];
 	bson_t r, *hello = BCON_NEW("hello", BCON_INT32(1), "$db", BCON_UTF8("admin"));
@@ -657,8 +657,8 @@ static int count_lines(const char *path)
  * one: applied, and the reply says so. */
 Test(admin_ctl, reload_answers_rejection_with_line_or_applies, .timeout = 120)
 {
-	struct proxy *p = proxy_start(NULL);
-	mongoc_client_t *admin = h_proxy_client(p, "admin-ctl-admin");
+	struct proxy *p = proxy_start_admin(NULL);
+	mongoc_client_t *admin = h_proxy_admin_client(p, "admin-ctl-admin");
 	char *good, want[400];
 	const char *msg;
 	bson_t r, st;
@@ -710,8 +710,8 @@ Test(admin_ctl, bad_arguments_are_errors, .timeout = 120)
 					  "{\"mongoplexKill\": 999999}",
 					  "{\"mongoplexKill\": -1}",
 					  NULL};
-	struct proxy *p = proxy_start(NULL);
-	mongoc_client_t *admin = h_proxy_client(p, "admin-ctl-admin");
+	struct proxy *p = proxy_start_admin(NULL);
+	mongoc_client_t *admin = h_proxy_admin_client(p, "admin-ctl-admin");
 	bson_t r;
 
 	for (int i = 0; bad[i] != NULL; i++) {

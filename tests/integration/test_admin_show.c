@@ -35,26 +35,10 @@
 /* A proxy with a unix socket of its own (path in sock). */
 static struct proxy *start_with_socket(char *sock, size_t len, const char *more)
 {
-	char extra[2048];
-	struct proxy *p;
+	struct proxy *p = proxy_start_admin(more);
 
-	snprintf(sock, len, "/tmp/mpadm-%d-%d.sock", (int)getpid(), rand() % 100000);
-	snprintf(extra, sizeof(extra), "unix_socket = %s\n%s", sock, more ? more : "");
-	p = proxy_start(extra);
-	cr_assert(log_wait(p, "listening on unix socket", 5000), "no unix socket");
+	snprintf(sock, len, "%s", p->admin_sock);
 	return p;
-}
-
-/* A libmongoc client on the unix socket at path. */
-static mongoc_client_t *socket_client(const char *path, const char *appname)
-{
-	char uri[300];
-	size_t n = (size_t)snprintf(uri, sizeof(uri), "mongodb://");
-
-	for (const char *s = path; *s != '\0'; s++)
-		n += (size_t)snprintf(uri + n, sizeof(uri) - n, *s == '/' ? "%%2F" : "%c", *s);
-	snprintf(uri + n, sizeof(uri) - n, "/");
-	return h_client_uri(uri, appname);
 }
 
 /* {mongoplexShow: what} through c; asserts ok. */
@@ -186,7 +170,7 @@ Test(admin_show, clients_of_drivers, .timeout = 240)
 	    nm, uri, apps[2]);
 	pids[2] = spawn(cmd, logs[2]);
 
-	admin = socket_client(sock, "adm-test");
+	admin = h_socket_client(sock, "adm-test");
 	for (int64_t t0 = h_now_ms(); h_now_ms() - t0 < 120000;) {
 		bool all = true;
 
@@ -292,7 +276,7 @@ Test(admin_show, running_request, .timeout = 90)
 	snprintf(more, sizeof(more), "backend_uri = mongodb://127.0.0.1:%d/\npool_size = 1\n",
 		 port);
 	p = start_with_socket(sock, sizeof(sock), more);
-	admin = socket_client(sock, "adm-run");
+	admin = h_socket_client(sock, "adm-run");
 	snprintf(key, sizeof(key), "K%d", (int)getpid());
 	snprintf(coll, sizeof(coll), "h_%s_one", key);
 	snprintf(coll2, sizeof(coll2), "h_%s_two", key);
@@ -343,7 +327,7 @@ Test(admin_show, paging, .timeout = 60)
 {
 	char sock[100], json[200];
 	struct proxy *p = start_with_socket(sock, sizeof(sock), NULL);
-	mongoc_client_t *admin = socket_client(sock, "adm-page");
+	mongoc_client_t *admin = h_socket_client(sock, "adm-page");
 	int fds[30], pages = 0;
 	int64_t skip = 0, total = -1, rows = 0, seen_ids[64] = {0};
 	bson_t reply;
@@ -396,7 +380,7 @@ Test(admin_show, hello_metadata_bounded, .timeout = 60)
 {
 	char sock[100], app[402] = "a", drv[301];
 	struct proxy *p = start_with_socket(sock, sizeof(sock), NULL);
-	mongoc_client_t *admin = socket_client(sock, "adm-meta");
+	mongoc_client_t *admin = h_socket_client(sock, "adm-meta");
 	int fd = raw_connect(p);
 	bson_t *hello, reply, row;
 	const char *v;
@@ -518,7 +502,7 @@ Test(admin_show, refusals_auth_none, .timeout = 60)
 	char sock[100], msg[400];
 	struct proxy *p = start_with_socket(sock, sizeof(sock), NULL);
 	mongoc_client_t *tcp = h_proxy_client(p, "adm-tcp"),
-			*owner = socket_client(sock, "adm-own");
+			*owner = h_socket_client(sock, "adm-own");
 	bson_t reply, row;
 
 	cr_assert_eq(show_code(tcp, msg, sizeof(msg)), 13, "TCP with auth_mode = none: %s", msg);
