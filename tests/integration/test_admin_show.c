@@ -20,6 +20,8 @@
  *                         unauthenticated client get 13
  *   refusals_auth_none    auth_mode = none: TCP gets 13 (logged, counted), the
  *                         unix socket's owner may
+ *   socket_other_uid      auth_mode = none, socket mode 0777: a client of
+ *                         another uid (nobody) on the socket gets 13 (root)
  *   cli                   the table, --json, an error, a usage error
  */
 #include <criterion/criterion.h>
@@ -424,6 +426,39 @@ static int show_code(mongoc_client_t *c, char *msg, size_t len)
 	}
 	bson_destroy(&reply);
 	return code;
+}
+
+/* A client running as uid 65534 (nobody) on a world-writable socket is
+ * refused: the socket admits it, SO_PEERCRED says it is not the owner. */
+Test(admin_show, socket_other_uid, .timeout = 60)
+{
+	char sock[100], msg[400];
+	struct proxy *p;
+	pid_t child;
+	int status = 0;
+
+	if (geteuid() != 0) {
+		cr_assert(getenv("CI") == NULL,
+			  "needs root to connect as another uid (CI runs as root)");
+		cr_skip_test("needs root to connect as another uid (run as root, as CI does)");
+	}
+	p = start_with_socket(sock, sizeof(sock), "unix_socket_mode = 0777\n");
+	child = fork();
+	cr_assert_geq(child, 0);
+	if (child == 0) {
+		mongoc_client_t *c;
+
+		if (setgid(65534) != 0 || setuid(65534) != 0)
+			_exit(3);
+		c = h_socket_client(sock, "adm-nobody");
+		_exit(show_code(c, msg, sizeof(msg)) == 13 ? 0 : 1);
+	}
+	cr_assert_eq(waitpid(child, &status, 0), child);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		  "the uid 65534 client was not refused with 13 (exit status %d)", status);
+	cr_assert(log_wait(p, "admin command mongoplexShow refused", 5000));
+	cr_assert_eq(proxy_counter(p, "admin_refused"), 1);
+	proxy_stop(p);
 }
 
 Test(admin_show, config_and_scram, .timeout = 120)
