@@ -128,6 +128,13 @@ bool admin_authorized(struct request *req, const char *cmd)
 	return false;
 }
 
+bool admin_may(const struct client *c)
+{
+	char buf[400];
+
+	return refusal(c, buf, sizeof(buf)) == NULL;
+}
+
 void admin_refuse(struct request *req, const char *cmd)
 {
 	struct client *c = client_of(req);

@@ -34,6 +34,10 @@ bool admin_authorized(struct request *req, const char *cmd) __attribute__((warn_
 /* Answer req with code 13 Unauthorized, the errmsg saying why. */
 void admin_refuse(struct request *req, const char *cmd);
 
+/* Would admin_authorized let c in, from what is known of it now (its peer
+ * uid, its login)? No log, no count. */
+bool admin_may(const struct client *c);
+
 /* The peer uid of an accepted unix-socket connection, -1 if unknown. */
 int64_t admin_peer_uid(int fd);
 

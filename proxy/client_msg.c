@@ -112,6 +112,24 @@ static void note_app_name(struct client *c, const bson_t *hello)
 	note_meta(hello, "client.driver.version", c->driver_version, sizeof(c->driver_version));
 }
 
+/* The hello an admin gets while the backend has never answered and its
+ * connects fail (down for maintenance, a bad login): the console must work
+ * exactly then, where everyone else's hello fails with 6. A standalone
+ * without sessions, wire versions any current driver accepts; its other
+ * commands reach the backend, or fail, as anyone's. Only after a failed
+ * connect: the socket's owner may also be an application, whose first hello
+ * on a fresh proxy must carry the backend's real limits. */
+static const struct backend_info console_info = {
+    .known = true,
+    .kind = BACKEND_STANDALONE,
+    .min_wire_version = 0,
+    .max_wire_version = 17,
+    .max_bson_object_size = 16 * 1024 * 1024,
+    .max_message_size_bytes = 48000000,
+    .max_write_batch_size = 100000,
+    .logical_session_timeout_minutes = -1,
+};
+
 static void handle_hello(struct client *c, struct request *req, const bson_t *body, uint32_t flags)
 {
 	struct pool *p = pool_target();
@@ -125,6 +143,10 @@ static void handle_hello(struct client *c, struct request *req, const bson_t *bo
 		return; /* awaitable: held, streamed or refused there */
 	if (p->info.known) {
 		client_answer_hello(req, &p->info);
+		return;
+	}
+	if (pool_live(p) == 0 && p->connects_failed > 0 && admin_may(c)) {
+		client_answer_hello(req, &console_info);
 		return;
 	}
 	pool_wait_hello(req, client_answer_hello);

@@ -23,6 +23,9 @@
  *   socket_other_uid      auth_mode = none, socket mode 0777: a client of
  *                         another uid (nobody) on the socket gets 13 (root)
  *   cli                   the table, --json, an error, a usage error
+ *   cli_backend_down      the backend never answered and its connects fail:
+ *                         the socket owner's console still connects and shows
+ *                         the pool's failures; a TCP client's hello gets 6
  */
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -602,5 +605,34 @@ Test(admin_show, cli, .timeout = 60)
 	snprintf(args, sizeof(args), "%s frobnicate", sock);
 	st = cli(args, out, sizeof(out));
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "%s", out);
+	proxy_stop(p);
+}
+
+Test(admin_show, cli_backend_down, .timeout = 60)
+{
+	char sock[100], args[400], out[20000], extra[300], msg[400];
+	struct proxy *p;
+	mongoc_client_t *tcp;
+	bson_error_t err;
+	bson_t reply;
+	int st;
+
+	snprintf(extra, sizeof(extra), "backend_uri = mongodb://127.0.0.1:%d/\n", h_free_port());
+	p = start_with_socket(sock, sizeof(sock), extra);
+	/* the first hello makes the pool try (and fail) a connect */
+	tcp = h_proxy_client(p, "adm-tcp-down");
+	cr_assert_not(h_cmd_json(tcp, "admin", "{\"ping\": 1}", &reply, &err),
+		      "a ping with the backend down succeeded");
+	bson_destroy(&reply);
+	snprintf(msg, sizeof(msg), "%s", err.message);
+	snprintf(args, sizeof(args), "%s show pools", sock);
+	st = cli(args, out, sizeof(out));
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the console with the backend down: %s",
+		  out);
+	cr_assert(strstr(out, "\n(1 row)\n") != NULL, "%s", out);
+	cr_assert_not(h_cmd_json(tcp, "admin", "{\"ping\": 1}", &reply, &err),
+		      "a TCP client's command with the backend down succeeded (first: %s)", msg);
+	bson_destroy(&reply);
+	mongoc_client_destroy(tcp);
 	proxy_stop(p);
 }
