@@ -29,6 +29,20 @@ struct load_ctx {
 	int err_line; /* line of the first setting refused, or 0 */
 };
 
+/* A '#' after a blank starts a comment, as ';' does in inih: "pool_size =
+ * 50  # peak" is 50, not a bad number, and no URI or path keeps a comment
+ * in its value ('#' in a URI's password is percent-encoded, %23). A '#'
+ * that starts the line is inih's own comment line. */
+static void cut_hash_comment(char *line)
+{
+	for (char *p = line + 1; *p != '\0'; p++)
+		if (*p == '#' && (p[-1] == ' ' || p[-1] == '\t')) {
+			p[0] = '\n';
+			p[1] = '\0';
+			return;
+		}
+}
+
 /* An ini_reader: one whole line per call. Leading blanks are dropped, so an
  * indented setting is a setting and not inih's continuation of the previous
  * value. A line longer than inih's buffer ends the parse (reported by
@@ -51,6 +65,7 @@ static char *read_line(char *buf, int size, void *stream)
 	}
 	blanks = strspn(buf, " \t");
 	memmove(buf, buf + blanks, n - blanks + 1);
+	cut_hash_comment(buf);
 	return buf;
 }
 

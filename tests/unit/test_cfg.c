@@ -173,6 +173,24 @@ Test(cfg, load_good_file)
 	cfg_free(&c);
 }
 
+Test(cfg, hash_after_a_value_is_a_comment)
+{
+	static const char text[] =
+	    "[mongoplex]\n"
+	    "pool_size = 50   # the peak of the curve\n"
+	    "backend_uri = mongodb://u:p%23w@db:27017/\t# percent-encoded #\n"
+	    "unix_socket = /tmp/a#b.sock ; inih's own inline comment\n"
+	    "  # an indented comment line\n";
+	struct cfg c;
+	char err[CFG_ERR_LEN];
+
+	cr_assert(load_text(text, &c, err, NULL), "%s", err);
+	cr_assert_eq(c.pool_size, 50);
+	cr_assert_str_eq(c.backend_uri, "mongodb://u:p%23w@db:27017/");
+	cr_assert_str_eq(c.unix_socket, "/tmp/a#b.sock", "a '#' inside a value stays");
+	cfg_free(&c);
+}
+
 Test(cfg, bool_spellings)
 {
 	static const char *const on[] = {"on", "true", "yes", "1", "ON", "True"};
