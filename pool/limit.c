@@ -13,15 +13,20 @@
 #define SMOOTHING     0.5
 #define DROP_FACTOR   0.7
 #define PROBE_SAMPLES 3 /* per unit of min_limit */
+#define AVG_WEIGHT    0.125
 
 int limit_class(int ids)
 {
-	uint64_t k = ids < 1 ? 1 : (uint64_t)ids;
-	int b = 63 - __builtin_clzll(k), c = 2 * b + (k * k >= (1ULL << (2 * b + 1)) ? 1 : 0);
+	uint64_t k = (uint64_t)ids;
+	int b, c;
 
+	if (ids < 1)
+		return CLIMIT_OTHER;
+	b = 63 - __builtin_clzll(k);
+	c = 2 * b + (k * k >= (1ULL << (2 * b + 1)) ? 1 : 0);
 	if (b >= 31) /* k * k would overflow: the last class anyway */
-		return CLIMIT_CLASSES - 1;
-	return c < CLIMIT_CLASSES ? c : CLIMIT_CLASSES - 1;
+		return CLIMIT_OTHER - 1;
+	return c < CLIMIT_OTHER ? c : CLIMIT_OTHER - 1;
 }
 
 static double clampd(double v, double lo, double hi)
@@ -89,20 +94,26 @@ static void probe_end(struct climit *l, uint64_t now)
 	double f[CLIMIT_CLASSES], factor = 1.0;
 	int nf = 0;
 
-	for (int c = 0; c < CLIMIT_CLASSES; c++)
-		if (l->probe_min[c] != 0 && l->base[c] != 0)
-			f[nf++] = (double)l->probe_min[c] / (double)l->base[c];
+	uint64_t fresh[CLIMIT_CLASSES];
+
+	for (int c = 0; c < CLIMIT_CLASSES; c++) {
+		fresh[c] = l->probe_n[c] ? l->probe_sum[c] / (uint64_t)l->probe_n[c] : 0;
+		if (fresh[c] == 0 && l->probe_n[c])
+			fresh[c] = 1;
+		if (fresh[c] != 0 && l->base[c] != 0)
+			f[nf++] = (double)fresh[c] / (double)l->base[c];
+	}
 	if (nf > 0) {
 		qsort(f, (size_t)nf, sizeof(f[0]), cmp_double);
 		factor = f[nf / 2];
 	}
 	for (int c = 0; c < CLIMIT_CLASSES; c++) {
-		if (l->probe_min[c] != 0)
-			l->base[c] = l->probe_min[c];
+		if (fresh[c] != 0)
+			l->base[c] = fresh[c];
 		else if (l->base[c] != 0)
 			l->base[c] = (uint64_t)((double)l->base[c] * factor + 0.5);
-		if (l->base[c] == 0 && l->probe_min[c] != 0)
-			l->base[c] = 1;
+		if (l->base[c] != 0)
+			l->avg[c] = (double)l->base[c];
 	}
 	l->probing = false;
 	l->limit = bounded(l, l->saved_limit);
@@ -118,8 +129,10 @@ static void probe_sample(struct climit *l, uint64_t now, uint64_t rtt, int c, bo
 			l->draining = false;
 		return;
 	}
-	if (!dropped && (l->probe_min[c] == 0 || rtt < l->probe_min[c]))
-		l->probe_min[c] = rtt;
+	if (!dropped) {
+		l->probe_sum[c] += rtt;
+		l->probe_n[c]++;
+	}
 	if (--l->probe_left <= 0)
 		probe_end(l, now);
 }
@@ -130,7 +143,8 @@ static void probe_start(struct climit *l)
 	l->draining = true;
 	l->saved_limit = l->limit;
 	l->probe_left = PROBE_SAMPLES * l->min_limit;
-	memset(l->probe_min, 0, sizeof(l->probe_min));
+	memset(l->probe_sum, 0, sizeof(l->probe_sum));
+	memset(l->probe_n, 0, sizeof(l->probe_n));
 	l->probes++;
 }
 
@@ -177,8 +191,13 @@ void limit_sample(struct climit *l, uint64_t now_usec, uint64_t rtt_usec, int id
 			l->limit = bounded(l, l->limit * DROP_FACTOR);
 		l->cut = true;
 	} else {
-		if (l->base[c] == 0 || rtt_usec < l->base[c])
+		if (l->base[c] == 0) {
+			l->avg[c] = (double)rtt_usec;
 			l->base[c] = rtt_usec;
+		}
+		l->avg[c] += ((double)rtt_usec - l->avg[c]) * AVG_WEIGHT;
+		if (l->avg[c] < (double)l->base[c])
+			l->base[c] = l->avg[c] < 1.0 ? 1 : (uint64_t)l->avg[c];
 		l->ratio_sum += (double)rtt_usec / (double)l->base[c];
 	}
 	if (++l->n >= (l->limit > WINDOW_MIN ? (int)l->limit : WINDOW_MIN)) {

@@ -21,13 +21,20 @@
  * half-octaves of the id count, floor(2 log2 ids): 1, 2, 3, 4-5, 6-7,
  * 8-11, 12-15, 16-22, ... (within a class sizes differ by less than 1.5x,
  * and latency grows slower than the id count), each with its own base.
+ * Requests that are not lookups (ids 0: hello, ping, writes, other
+ * queries) share one class of their own: they never set a lookup's base
+ * (a ping's 20 µs would make every lookup look congested). That class
+ * mixes cheap and dear commands; under a mixed load the probe keeps its
+ * base honest, and its samples weigh only by their number.
  *
- * The base. Each class keeps the smallest round trip seen since the last
- * probe (it follows a backend that got faster at once). A backend that got
+ * The base. Each class keeps the smallest value its moving average of
+ * round trips (1/8 weight per sample) took since the last probe: it follows
+ * a backend that got faster at once, and one fast outlier (a reply timed
+ * before the backend was busy) does not set it. A backend that got
  * slower would look congested for ever; so every probe_interval_usec the
  * limit drops to min_limit (Envoy's periodic minRTT measurement): once the
  * requests started before have completed, the next samples are all taken
- * at min_limit concurrency and give fresh bases for the classes they hit.
+ * at min_limit concurrency and their mean per class is its fresh base.
  * Classes the probe did not see are rescaled by the median change of those
  * it saw (a slower backend is slower for every size). Then the limit goes
  * back to where it was.
@@ -50,6 +57,7 @@
 #include <stdint.h>
 
 #define CLIMIT_CLASSES 40
+#define CLIMIT_OTHER   (CLIMIT_CLASSES - 1) /* not a lookup (ids 0) */
 
 struct climit {
 	/* settings (climit_configure) */
@@ -60,6 +68,7 @@ struct climit {
 	/* state */
 	double limit;
 	uint64_t base[CLIMIT_CLASSES]; /* µs, 0: not seen */
+	double avg[CLIMIT_CLASSES];    /* moving average of the class's round trips */
 	int last_class;
 	/* the window */
 	double ratio_sum;
@@ -70,7 +79,8 @@ struct climit {
 	bool probing, draining;
 	double saved_limit;
 	int probe_left;
-	uint64_t probe_min[CLIMIT_CLASSES];
+	uint64_t probe_sum[CLIMIT_CLASSES];
+	int probe_n[CLIMIT_CLASSES];
 	/* figures */
 	uint64_t samples, drops, probes;
 };
@@ -81,7 +91,7 @@ void climit_init(struct climit *l, double tolerance, int min_limit, int ceiling,
 /* New settings (reload); keeps what was learnt. */
 void climit_configure(struct climit *l, double tolerance, int min_limit, int ceiling);
 
-/* One completed request: its backend round trip, its size in ids (1 for
+/* One completed request: its backend round trip, its size in ids (0 for
  * anything but a lookup), whether it failed as congestion does (network
  * error, timeout, closed), and the pool's in-flight count after it. */
 void limit_sample(struct climit *l, uint64_t now_usec, uint64_t rtt_usec, int ids, bool dropped,

@@ -108,6 +108,7 @@ void pool_init(struct pool *p, const char *name, const char *host, uint16_t port
 	REQUEST_QUEUE_INIT(&p->hello_waiters);
 	p->usable = true;
 	p->backoff_ms = 100;
+	pool_limit_init(p);
 }
 
 static bool watch_released(struct server *s)

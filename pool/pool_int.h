@@ -12,6 +12,9 @@
 #include "pool/gate.h"
 #include "pool/pool.h"
 
+/* A new pool's adaptive limit (pool/limit.h) from the settings. */
+void pool_limit_init(struct pool *p);
+
 /* A pool's own wait queue (WAITQ_POOL, pool_dispatch.c). */
 extern const struct waitq_ops pool_waitq_ops;
 

@@ -60,6 +60,8 @@ struct server {
 	int32_t fence_id;	     /* requestID of the proxy's own {ping: 1} fence, 0: none */
 	int8_t compressor;	     /* pool/backend_compress.c: negotiated id, -1: none */
 	struct lb_pin *pin;	     /* pool/pin.c: pinned to a load-balanced client (SV_ACTIVE) */
+	bool in_limit;		     /* its exchange counts in pool->inflight (pool_limit_begin) */
+	int limit_ids;		     /* that exchange's size in ids, for the limit */
 };
 
 TAILQ_HEAD(server_list, server);

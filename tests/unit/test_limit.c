@@ -69,7 +69,7 @@ static double sim_mean(const struct sim *s)
 
 Test(limit, size_classes)
 {
-	cr_assert_eq(limit_class(0), 0);
+	cr_assert_eq(limit_class(0), CLIMIT_OTHER);
 	cr_assert_eq(limit_class(1), 0);
 	cr_assert_eq(limit_class(2), 2);
 	cr_assert_eq(limit_class(3), 3);
@@ -79,8 +79,8 @@ Test(limit, size_classes)
 	cr_assert_eq(limit_class(11), 6);
 	cr_assert_eq(limit_class(12), 7);
 	cr_assert_eq(limit_class(80), 12);
-	cr_assert_eq(limit_class(1 << 30), CLIMIT_CLASSES - 1);
-	cr_assert_eq(limit_class(2147483647), CLIMIT_CLASSES - 1);
+	cr_assert_eq(limit_class(1 << 30), CLIMIT_OTHER - 1);
+	cr_assert_eq(limit_class(2147483647), CLIMIT_OTHER - 1);
 }
 
 Test(limit, constant_latency_grows_to_ceiling)
