@@ -420,7 +420,8 @@ void pool_server_ready(struct server *s, const struct backend_info *bi)
 void pool_server_gone(struct pool *p)
 {
 	if (pool_cap_evicting())
-		return; /* closed to make room for another pool */
+		return;	   /* closed to make room for another pool */
+	pool_fill_idle(p); /* its exchange no longer counts against the limit */
 	pool_connect_for_waiters(p);
 	pool_cap_kick();
 }

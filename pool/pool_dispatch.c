@@ -244,7 +244,14 @@ void pool_server_idle(struct server *s)
 		return;
 	}
 	dispatch(s, req);
-	/* adaptive_concurrency: the limit may have risen by more than one */
+	pool_fill_idle(p); /* the limit may have risen by more than one */
+}
+
+void pool_fill_idle(struct pool *p)
+{
+	struct server *s;
+	struct request *req;
+
 	while (g.cfg.adaptive_concurrency && (s = TAILQ_FIRST(&p->idle)) != NULL &&
 	       (req = first_dispatchable(p)) != NULL)
 		dispatch(s, req);
@@ -355,6 +362,7 @@ static void janitor_user_pool(struct pool *p, void *arg)
 static void janitor_user_connect(struct pool *p, void *arg)
 {
 	(void)arg;
+	pool_fill_idle(p);
 	pool_connect_for_waiters_at(p, GATE_REFILL);
 }
 
@@ -375,6 +383,7 @@ void pool_janitor(uint64_t now)
 				break;
 			pool_cap_note_peak();
 		}
+		pool_fill_idle(p);
 		pool_connect_for_waiters_at(p, GATE_REFILL);
 	}
 }
