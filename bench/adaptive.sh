@@ -319,7 +319,7 @@ part_change() {
 set terminal pngcairo size 900,450 noenhanced
 set output "$OUT/limit.png"
 set datafile separator ","
-set title "adaptive_concurrency: limit over time, curve model seed -> peak40x2 at ${CHANGE_AT} s -> seed at ${BACK_AT} s (a model, not MongoDB; NOISY machine)"
+set title "adaptive limit: seed -> peak40x2 (${CHANGE_AT} s) -> seed (${BACK_AT} s), curve model, not MongoDB"
 set xlabel "seconds"; set ylabel "limit / in flight"; set y2label "lookups/s"
 set y2tics; set ytics nomirror; set key top left
 set arrow from ${CHANGE_AT}, graph 0 to ${CHANGE_AT}, graph 1 nohead dt 2
