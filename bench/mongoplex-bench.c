@@ -48,7 +48,7 @@
 
 #define BENCH_DB	    "bench"
 #define BENCH_COLL	    "docs"
-#define MAX_PATHS	    8
+#define MAX_PATHS	    16 /* bench/adaptive.sh: 10 fixed pool sizes + adaptive */
 #define MAX_LIST	    16
 #define MAX_THREADS	    1000
 #define MAX_IDS		    1000

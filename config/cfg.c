@@ -78,6 +78,22 @@ static const struct cfg_key keys[] = {
      "(see max_queue, queue_timeout_ms)."},
     {"min_pool_size", CFG_INT, OFF(min_pool_size), "0", 0, 100000, true, "backend",
      "Backend connections kept open even when idle."},
+    {"adaptive_concurrency", CFG_BOOL, OFF(adaptive_concurrency), "off", 0, 0, true, "backend",
+     "Limit the requests in flight on each backend pool (each member's, each user's) to what "
+     "its round trips say the backend serves without queueing, found from latency samples "
+     "(gradient style, pool/limit.h) with pool_size as the ceiling; errors and timeouts "
+     "shrink it, a probe every 5 s at adaptive_min_limit re-measures the idle round trip. "
+     "Requests over the limit wait in the pool's queue (where lookups merge into batches). "
+     "Off by default until measured on every backend (docs/benchmark-results.md). "
+     "A reload applies at once; the learnt limit is kept."},
+    {"adaptive_tolerance_pct", CFG_INT, OFF(adaptive_tolerance_pct), "200", 110, 1000, true,
+     "backend",
+     "adaptive_concurrency: round trips up to this percentage of the idle round trip (of "
+     "requests of the same size) let the limit grow; beyond it the limit shrinks. Lower "
+     "keeps latency nearer the idle one at some cost in throughput."},
+    {"adaptive_min_limit", CFG_INT, OFF(adaptive_min_limit), "3", 1, 100000, true, "backend",
+     "adaptive_concurrency: the limit never goes below this (nor above pool_size), and the "
+     "periodic probe runs at this concurrency."},
     {"connect_timeout_ms", CFG_INT, OFF(connect_timeout_ms), "5000", 1, 600000, true, "backend",
      "Time allowed to connect to a backend and complete its handshake."},
     {"server_idle_timeout_ms", CFG_INT, OFF(server_idle_timeout_ms), "600000", 0, INT64_C(86400000),

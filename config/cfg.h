@@ -42,8 +42,11 @@ struct cfg {
 	int64_t connect_timeout_ms;
 	int64_t server_idle_timeout_ms;
 	int64_t reconnect_backoff_max_ms;
-	bool advertise_mongos;	  /* hello says isdbgrid over a standalone backend */
-	int64_t max_backend_conn; /* all pools together, 0: no cap (pool/pool_users.c) */
+	bool advertise_mongos;	   /* hello says isdbgrid over a standalone backend */
+	int64_t max_backend_conn;  /* all pools together, 0: no cap (pool/pool_users.c) */
+	bool adaptive_concurrency; /* pool/limit.h, a term of pool/gate.c */
+	int64_t adaptive_tolerance_pct;
+	int64_t adaptive_min_limit;
 	/* client authentication (proxy/cauth.c) */
 	char *auth_mode; /* "none" | "scram" */
 	char *auth_users_file;

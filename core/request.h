@@ -158,6 +158,7 @@ struct request {
 	/* REQ_HELLO_WAIT: answers it once the backend's limits are known */
 	void (*hello_answer)(struct request *req, const struct backend_info *bi);
 	struct batch *batch;	    /* the batch it runs (merged query) or belongs to */
+	int ids;		    /* a lookup's or merged query's ids (pool/limit.h), 0: other */
 	struct lookup *lookup;	    /* REQ_BATCHED: its ids (pool/batch.c) */
 	struct cursor_note *cursor; /* proxy/cursor.c: what its reply updates in the cursor table */
 	/* pool/select.c (replica sets): the member it must go to (its cursor's,

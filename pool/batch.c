@@ -33,6 +33,7 @@
 #include "pool/batch_ids.h"
 #include "pool/batch_int.h"
 #include "pool/batch_sizes.h"
+#include "pool/gate.h"
 #include "pool/pool.h"
 #include "pool/pool_users.h"
 #include "pool/server.h"
@@ -304,12 +305,14 @@ static bool probe(struct request *req, const bson_t *body, struct probe *pr)
 
 	if (req->user != NULL) /* per_user: the user's pool is the one that matters */
 		target = pool_users_pool(target, req->user);
-	pr->idle = !TAILQ_EMPTY(&target->idle);
+	/* free, and the adaptive limit lets a request start (pool/gate.h) */
+	pr->idle = !TAILQ_EMPTY(&target->idle) && pool_gate_room(target);
 	if (why != NULL) {
 		log_debug("C-%" PRIu64 " request %d: find not batchable: %s",
 			  req->owner ? req->owner->id : 0, req->client_request_id, why);
 		return false;
 	}
+	req->ids = batch_ids_count(body); /* its size for the limit, if forwarded */
 	if (pr->idle && g.cfg.batch_max_wait_us == 0 && TAILQ_EMPTY(&open_batches))
 		return false; /* nothing to wait for: forward as is */
 	/* classify checked: the first key is find with a plain name, $db is a
@@ -465,6 +468,7 @@ void batch_seal(struct request *req)
 	all = xmalloc(sizeof(*all) * (size_t)(b->nids ? b->nids : 1));
 	lists = batch_member_lists(b);
 	b->nuniq = batch_ids_union(lists, b->members.n, all); /* shallow: lookups own them */
+	req->ids = b->nuniq;
 	free(lists);
 	build_query(b, all, b->nuniq, &cmd);
 	free(all);

@@ -42,6 +42,10 @@ struct batch_id_list {
 void batch_ids_list_from_find(const bson_t *find_cmd, struct batch_id_list *out);
 void batch_ids_list_free(struct batch_id_list *l);
 
+/* The number of ids of a find batch_ids_classify accepted (its $in's
+ * length, or 1), its size for the adaptive limit (pool/limit.h). */
+int batch_ids_count(const bson_t *find_cmd);
+
 /* The ids of the merged $in: every member's ids, sorted, duplicates of the
  * same type and value removed (shallow: the lists keep ownership). `out`
  * has room for the sum of the lists' sizes; returns the count. */

@@ -185,3 +185,19 @@ uint8_t *batch_ids_reply(const struct batch_ids_doc *docs, const int *idx, int n
 	*len = (uint32_t)(p - out);
 	return out;
 }
+
+/* ---- the size of a lookup ----------------------------------------------- */
+
+int batch_ids_count(const bson_t *find_cmd)
+{
+	bson_iter_t it, in;
+	int n = 0;
+
+	if (!bson_iter_init(&it, find_cmd) ||
+	    !bson_iter_find_descendant(&it, "filter._id.$in", &in) || !BSON_ITER_HOLDS_ARRAY(&in) ||
+	    !bson_iter_recurse(&in, &it))
+		return 1;
+	while (bson_iter_next(&it))
+		n++;
+	return n > 0 ? n : 1;
+}

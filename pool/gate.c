@@ -42,9 +42,25 @@ static bool below_size(const struct pool *p)
 	return pool_live(p) < pool_gate_size(p);
 }
 
+/* adaptive_concurrency: requests in flight, and connections, below the limit */
+int pool_gate_limit(const struct pool *p)
+{
+	int lim = limit_value(&p->limit);
+
+	if (!g.cfg.adaptive_concurrency || lim > pool_gate_size(p))
+		return (int)pool_gate_size(p);
+	return lim;
+}
+
+bool pool_gate_room(const struct pool *p)
+{
+	return p->inflight < pool_gate_limit(p);
+}
+
 static bool may_connect(const struct pool *p)
 {
-	return !pool_paused(p) && below_size(p) && g.now_usec >= p->next_connect_usec;
+	return !pool_paused(p) && below_size(p) && pool_live(p) < pool_gate_limit(p) &&
+	       g.now_usec >= p->next_connect_usec;
 }
 
 static bool janitor_may(const struct pool *p)
@@ -74,7 +90,7 @@ bool pool_gate(enum gate_step step, struct pool *p, const struct request *req, s
 {
 	switch (step) {
 	case GATE_DISPATCH:
-		return may_dispatch(req, p);
+		return pool_gate_room(p) && may_dispatch(req, p);
 	case GATE_RUN_HERE:
 		return owner_reads(req);
 	case GATE_CONNECT:

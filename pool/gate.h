@@ -5,16 +5,19 @@
  * concurrency limit per pool) is one more term in pool_gate.
  *
  *   step           asks                                   terms
- *   GATE_DISPATCH  may `req` start on a free connection   `p` not paused; its client reads
- *                  of `p`                                 its replies; not behind its
- *                                                         client's unacked write (sticky
- *                                                         order); pin bounds
+ *   GATE_DISPATCH  may `req` start on a free connection   `p` not paused; in flight below
+ *                  of `p`                                 the adaptive limit
+ *                                                         (pool_gate_room); its client
+ *                                                         reads its replies; not behind
+ *                                                         its client's unacked write
+ *                                                         (sticky order); pin bounds
  *   GATE_RUN_HERE  may `req` start on `s`, the connection its client reads its replies
  *                  it waits for (sticky, pinned)
- *   GATE_CONNECT   may `p` open one more connection for   not paused; below pool_size; not
- *                                                         backing off;
- *                  its waiters                            max_backend_conn (evicting another
- *                                                         pool's oldest idle connection)
+ *   GATE_CONNECT   may `p` open one more connection for   not paused; below pool_size and
+ *                  its waiters                            the adaptive limit; not backing
+ *                                                         off; max_backend_conn (evicting
+ *                                                         another pool's oldest idle
+ *                                                         connection)
  *   GATE_REFILL    the janitor's connects for waiters     not shutting down; a member the
  *                                                         topology lists; as CONNECT
  *   GATE_MINIMUM   the janitor's connects for             as REFILL; p usable; below
@@ -58,3 +61,9 @@ bool pool_gate(enum gate_step step, struct pool *p, const struct request *req, s
 
 /* The connections p may hold now (pool_size), for messages and stats. */
 int64_t pool_gate_size(const struct pool *p);
+
+/* Requests that may be in flight on p now: its adaptive limit
+ * (adaptive_concurrency, pool/limit.h), else pool_size. */
+int pool_gate_limit(const struct pool *p);
+/* The pool's own term of GATE_DISPATCH: in flight below pool_gate_limit. */
+bool pool_gate_room(const struct pool *p);

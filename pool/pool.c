@@ -109,6 +109,7 @@ void pool_init(struct pool *p, const char *name, const char *host, uint16_t port
 	REQUEST_QUEUE_INIT(&p->hello_waiters);
 	p->usable = true;
 	p->backoff_ms = 100;
+	pool_limit_init(p);
 }
 
 static bool watch_released(struct server *s)
@@ -422,7 +423,8 @@ void pool_server_ready(struct server *s, const struct backend_info *bi)
 void pool_server_gone(struct pool *p)
 {
 	if (pool_cap_evicting())
-		return; /* closed to make room for another pool */
+		return;	   /* closed to make room for another pool */
+	pool_fill_idle(p); /* its exchange no longer counts against the limit */
 	pool_connect_for_waiters(p);
 	pool_cap_kick();
 }

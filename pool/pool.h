@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "pool/limit.h"
 #include "pool/server.h"
 #include "pool/topology.h"
 #include "core/handshake.h"
@@ -72,6 +73,11 @@ struct pool {
 	bool paused, pause_logged;
 	uint64_t paused_usec;
 	uint32_t generation;
+	/* adaptive_concurrency (pool/limit.h): the limit, fed by every exchange
+	 * that ends on this pool; `inflight` counts exchanges started by
+	 * server_start and not yet released or closed. */
+	struct climit limit;
+	int inflight;
 };
 
 /* Create the pools from the backend URI (host list). */
@@ -120,6 +126,11 @@ void pool_sync_members(const struct topo_snapshot *snap);
 
 /* ping answered locally: is there a backend that can serve requests? */
 bool pool_healthy(char *why, size_t whylen);
+
+/* adaptive_concurrency: an exchange started on s / ended (dropped: its
+ * connection closed under it: an error or timeout, congestion). */
+void pool_limit_begin(struct server *s, const struct request *req);
+void pool_limit_end(struct server *s, bool dropped);
 
 int pool_total_waiting(void);
 int pool_live(const struct pool *p);

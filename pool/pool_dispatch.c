@@ -131,6 +131,8 @@ static struct request *first_dispatchable(struct pool *p)
 {
 	struct request *req;
 
+	if (!pool_gate_room(p))
+		return NULL; /* the pool's own terms: no request may go */
 	TAILQ_FOREACH(req, &p->waiting.q.list, queue_link)
 		if (may_dispatch(req))
 			return req;
@@ -238,12 +240,60 @@ void pool_server_idle(struct server *s)
 	 * remaining connections serve them); max_backend_conn may hand it over. */
 	if (!pool_gate(GATE_TAKE_NEXT, p, NULL, s))
 		return;
-	if (req != NULL) {
-		dispatch(s, req);
+	if (req == NULL) {
+		server_set_state(s, SV_IDLE);
+		s->idle_since_usec = g.now_usec;
 		return;
 	}
-	server_set_state(s, SV_IDLE);
-	s->idle_since_usec = g.now_usec;
+	dispatch(s, req);
+	pool_fill_idle(p); /* the limit may have risen by more than one */
+}
+
+void pool_fill_idle(struct pool *p)
+{
+	struct server *s;
+	struct request *req;
+
+	while (g.cfg.adaptive_concurrency && (s = TAILQ_FIRST(&p->idle)) != NULL &&
+	       (req = first_dispatchable(p)) != NULL)
+		dispatch(s, req);
+}
+
+/* Probe at most every 5 s (pool/limit.h): about 1 % of the time below the
+ * limit, soon enough to follow a backend that got slower within 20 s. */
+#define LIMIT_PROBE_USEC 5000000ULL
+
+void pool_limit_begin(struct server *s, const struct request *req)
+{
+	if (req->more_to_come || !g.cfg.adaptive_concurrency)
+		return; /* no reply, no round trip */
+	s->in_limit = true;
+	s->limit_ids = req->ids; /* 0: not a lookup (pool/limit.h) */
+	s->pool->inflight++;
+}
+
+void pool_limit_init(struct pool *p)
+{
+	int min = (int)g.cfg.adaptive_min_limit;
+
+	climit_init(&p->limit, (double)g.cfg.adaptive_tolerance_pct / 100.0, min,
+		    (int)g.cfg.pool_size, min, LIMIT_PROBE_USEC);
+}
+
+void pool_limit_end(struct server *s, bool dropped)
+{
+	struct pool *p = s->pool;
+
+	if (!s->in_limit)
+		return;
+	s->in_limit = false;
+	p->inflight--;
+	if (!g.cfg.adaptive_concurrency)
+		return;
+	climit_configure(&p->limit, (double)g.cfg.adaptive_tolerance_pct / 100.0,
+			 (int)g.cfg.adaptive_min_limit, (int)g.cfg.pool_size);
+	limit_sample(&p->limit, g.now_usec, g.now_usec - s->exchange_started_usec, s->limit_ids,
+		     dropped, p->inflight);
 }
 
 uint64_t pool_queue_limit_usec(void)
@@ -325,6 +375,7 @@ static void janitor_user_pool(struct pool *p, void *arg)
 static void janitor_user_connect(struct pool *p, void *arg)
 {
 	(void)arg;
+	pool_fill_idle(p);
 	pool_connect_for_waiters_at(p, GATE_REFILL);
 }
 
@@ -346,6 +397,7 @@ void pool_janitor(uint64_t now)
 				break;
 			pool_cap_note_peak();
 		}
+		pool_fill_idle(p);
 		pool_connect_for_waiters_at(p, GATE_REFILL);
 	}
 }

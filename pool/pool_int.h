@@ -12,6 +12,12 @@
 #include "pool/gate.h"
 #include "pool/pool.h"
 
+/* A new pool's adaptive limit (pool/limit.h) from the settings. */
+void pool_limit_init(struct pool *p);
+/* adaptive_concurrency: start waiters on idle connections while the limit
+ * lets them (it rose, or an exchange ended on a connection that closed). */
+void pool_fill_idle(struct pool *p);
+
 /* A pool's own wait queue (WAITQ_POOL, pool_dispatch.c). */
 extern const struct waitq_ops pool_waitq_ops;
 

@@ -156,6 +156,7 @@ void server_start(struct server *s, struct request *req)
 	req->started_usec = g.now_usec;
 	req->backend_request_id = id;
 	req->sent = true;
+	pool_limit_begin(s, req);
 	request_set_state(req, REQ_RUNNING, NULL);
 	wire_write_i32(h + 4, id);
 	wire_write_i32(h + 8, 0);
@@ -187,6 +188,7 @@ void server_released(struct server *s)
 
 void server_release(struct server *s)
 {
+	pool_limit_end(s, false);
 	s->req = NULL;
 	s->expect_response_to = 0;
 	s->flush_then_release = false;
@@ -211,6 +213,7 @@ void server_close(struct server *s, int code, const char *codename, const char *
 		   reason);
 	sbuf_close(&s->sb);
 	s->req = NULL;
+	pool_limit_end(s, true);
 	server_set_state(s, SV_JUSTFREE);
 	if (!was_connecting)
 		STAT_INC(backend_disconnects);

@@ -61,6 +61,8 @@ struct server {
 	int8_t compressor;	     /* pool/backend_compress.c: negotiated id, -1: none */
 	struct lb_pin *pin;	     /* pool/pin.c: pinned to a load-balanced client (SV_ACTIVE) */
 	uint32_t generation;	     /* its pool's at connect: older ones close when idle */
+	bool in_limit;		     /* its exchange counts in pool->inflight (pool_limit_begin) */
+	int limit_ids;		     /* that exchange's size in ids, for the limit */
 };
 
 TAILQ_HEAD(server_list, server);

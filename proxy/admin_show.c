@@ -102,7 +102,8 @@ static void pool_row(struct pool *p, void *arg)
 	BSON_APPEND_INT32(&pg->row, "connecting", p->n_connecting);
 	BSON_APPEND_INT32(&pg->row, "waiting", waitq_count(&p->waiting));
 	BSON_APPEND_INT64(&pg->row, "oldest_wait_ms", first ? ms_since(first->enqueued_usec) : 0);
-	BSON_APPEND_INT64(&pg->row, "limit", pool_gate_size(p));
+	BSON_APPEND_INT64(&pg->row, "pool_size", pool_gate_size(p));
+	BSON_APPEND_INT32(&pg->row, "limit", pool_gate_limit(p)); /* adaptive, else pool_size */
 	BSON_APPEND_INT64(&pg->row, "requests", (int64_t)p->requests_dispatched);
 	BSON_APPEND_INT64(&pg->row, "errors", (int64_t)p->connects_failed);
 	row_end(pg);

@@ -24,6 +24,7 @@
 #include "core/evpool.h"
 #include "core/xalloc.h"
 #include "pool/batch.h"
+#include "pool/batch_ids.h"
 #include "pool/pin.h"
 #include "pool/pool.h"
 #include "pool/select.h"
@@ -252,6 +253,9 @@ static void forward(struct client *c, struct evbuffer **bufp, uint8_t *data, siz
 	    req->read_pref == NULL /* merged lookups all go to the primary */ &&
 	    batch_try_submit(req, &m->body))
 		return;
+	if (ri->is_find && g.cfg.adaptive_concurrency && req->ids == 0 &&
+	    batch_ids_classify(&m->body) == NULL)
+		req->ids = batch_ids_count(&m->body); /* a lookup's size (pool/limit.h) */
 	pool_submit(req);
 }
 

@@ -14,6 +14,7 @@
 #include "pool/gate.h"
 #include "pool/pool.h"
 #include "pool/pin.h"
+#include "pool/pool_users.h"
 #include "pool/sticky.h"
 #include "proxy/cauth_query.h"
 #include "proxy/client.h"
@@ -123,6 +124,44 @@ bool stats_pool_shown(const struct pool *p)
 	return p->addrlen != 0;
 }
 
+/* adaptive_concurrency (pool/limit.h): the limit the gate applies now
+ * (pool_size when off), its idle round-trip estimate, what is in flight. */
+static void limit_to_bson(bson_t *doc, const struct pool *p)
+{
+	BSON_APPEND_BOOL(doc, "adaptive", g.cfg.adaptive_concurrency);
+	BSON_APPEND_INT32(doc, "limit", pool_gate_limit(p));
+	BSON_APPEND_INT64(doc, "minRttMicros", (int64_t)limit_min_rtt(&p->limit));
+	BSON_APPEND_INT32(doc, "inflight", p->inflight);
+	BSON_APPEND_INT64(doc, "limitProbes", (int64_t)p->limit.probes);
+}
+
+/* A per-user pool (auth_pool_mode = per_user), under its member. */
+struct user_pools {
+	bson_t *arr;
+	int n;
+};
+
+static void user_pool_to_bson(struct pool *p, void *arg)
+{
+	struct user_pools *up = arg;
+	bson_t doc;
+	char key[16];
+	const char *k;
+
+	bson_uint32_to_string((uint32_t)up->n++, &k, key, sizeof(key));
+	BSON_APPEND_DOCUMENT_BEGIN(up->arr, k, &doc);
+	BSON_APPEND_UTF8(&doc, "member", p->parent->name);
+	BSON_APPEND_UTF8(&doc, "db", pool_user_db(p->user));
+	BSON_APPEND_UTF8(&doc, "user", pool_user_name(p->user));
+	BSON_APPEND_INT32(&doc, "connecting", p->n_connecting);
+	BSON_APPEND_INT32(&doc, "idle", p->n_idle);
+	BSON_APPEND_INT32(&doc, "active", p->n_active);
+	BSON_APPEND_INT32(&doc, "queued", waitq_count(&p->waiting));
+	BSON_APPEND_INT64(&doc, "poolSize", pool_gate_size(p));
+	limit_to_bson(&doc, p);
+	bson_append_document_end(up->arr, &doc);
+}
+
 static void pool_to_bson(bson_t *arr, int i, const struct pool *p)
 {
 	bson_t doc;
@@ -147,6 +186,7 @@ static void pool_to_bson(bson_t *arr, int i, const struct pool *p)
 	BSON_APPEND_UTF8(&doc, "type", stats_member_type(p));
 	BSON_APPEND_INT32(&doc, "inUse", p->n_active);
 	BSON_APPEND_INT32(&doc, "queued", waitq_count(&p->waiting));
+	limit_to_bson(&doc, p);
 	if (topology_active()) { /* replica sets: what the monitor says of it */
 		BSON_APPEND_BOOL(&doc, "member", p->rs_present);
 		BSON_APPEND_UTF8(&doc, "memberType", topology_type_name(p->member.type));
@@ -177,6 +217,9 @@ void stats_to_bson(bson_t *out)
 	BSON_APPEND_ARRAY_BEGIN(out, "pools", &arr);
 	for (int i = 0; i < pool_count(); i++)
 		pool_to_bson(&arr, i, pool_at(i));
+	bson_append_array_end(out, &arr);
+	BSON_APPEND_ARRAY_BEGIN(out, "userPools", &arr);
+	pool_users_foreach(user_pool_to_bson, &(struct user_pools){&arr, 0});
 	bson_append_array_end(out, &arr);
 	BSON_APPEND_DOCUMENT_BEGIN(out, "histograms", &doc);
 	for (size_t i = 0; i < NHISTS; i++)
@@ -272,6 +315,90 @@ static void members_to_prom(struct evbuffer *out)
 #undef X
 }
 
+/* Per-pool families of the adaptive limit: member pools labelled with the
+ * member, per-user pools with the member and db.user. */
+#define MP_POOL_GAUGES(X)                                                                          \
+	X(pool_limit,                                                                              \
+	  "Requests a pool may have in flight now (adaptive_concurrency's limit, "                 \
+	  "else pool_size)",                                                                       \
+	  "%d", pool_gate_limit(p))                                                                \
+	X(pool_min_rtt_seconds, "The adaptive limit's idle round-trip estimate (0: none yet)",     \
+	  "%.6f", (double)limit_min_rtt(&p->limit) / 1e6)                                          \
+	X(pool_inflight, "Requests in flight on a pool (counted by adaptive_concurrency)", "%d",   \
+	  p->inflight)                                                                             \
+	X(pool_queued, "Requests waiting for a connection of a pool", "%d",                        \
+	  waitq_count(&p->waiting))
+
+enum pool_fam {
+#define X(name, help, fmt, value) FAM_##name,
+	MP_POOL_GAUGES(X)
+#undef X
+	    NFAMS
+};
+
+static void pool_gauge_line(struct evbuffer *out, enum pool_fam fam, const char *name,
+			    const struct pool *p)
+{
+	char m[700], u[600], who[400], v[64];
+
+	label_value(m, sizeof(m), pool_member_of((struct pool *)p)->name);
+	switch (fam) {
+#define X(fname, help, fmt, value)                                                                 \
+	case FAM_##fname:                                                                          \
+		snprintf(v, sizeof(v), fmt, value);                                                \
+		break;
+		MP_POOL_GAUGES(X)
+#undef X
+	case NFAMS:
+		return;
+	}
+	if (p->user == NULL) {
+		evbuffer_add_printf(out, "mongoplex_%s{member=\"%s\"} %s\n", name, m, v);
+		return;
+	}
+	snprintf(who, sizeof(who), "%s.%s", pool_user_db(p->user), pool_user_name(p->user));
+	label_value(u, sizeof(u), who);
+	evbuffer_add_printf(out, "mongoplex_%s{member=\"%s\",user=\"%s\"} %s\n", name, m, u, v);
+}
+
+struct prom_pools {
+	struct evbuffer *out;
+	enum pool_fam fam;
+	const char *name;
+};
+
+static void user_pool_line(struct pool *p, void *arg)
+{
+	const struct prom_pools *pp = arg;
+
+	pool_gauge_line(pp->out, pp->fam, pp->name, p);
+}
+
+static void pools_to_prom(struct evbuffer *out)
+{
+	static const char *const names[] = {
+#define X(name, help, fmt, value) #name,
+	    MP_POOL_GAUGES(X)
+#undef X
+	};
+	static const char *const helps[] = {
+#define X(name, help, fmt, value) help,
+	    MP_POOL_GAUGES(X)
+#undef X
+	};
+
+	for (int f = 0; f < NFAMS; f++) {
+		struct prom_pools pp = {out, (enum pool_fam)f, names[f]};
+
+		evbuffer_add_printf(out, "# HELP mongoplex_%s %s\n# TYPE mongoplex_%s gauge\n",
+				    names[f], helps[f], names[f]);
+		for (int i = 0; i < pool_count(); i++)
+			if (stats_pool_shown(pool_at(i)))
+				pool_gauge_line(out, (enum pool_fam)f, names[f], pool_at(i));
+		pool_users_foreach(user_pool_line, &pp);
+	}
+}
+
 void stats_to_prometheus(struct evbuffer *out)
 {
 	struct gauges gs;
@@ -293,4 +420,5 @@ void stats_to_prometheus(struct evbuffer *out)
 	for (size_t i = 0; i < NHISTS; i++)
 		hist_to_prom(out, hists[i]);
 	members_to_prom(out);
+	pools_to_prom(out);
 }

@@ -66,7 +66,7 @@ fi
 # against their own servers (client_auth, per_user: the run's shared FerretDB;
 # badinput, depth, protocol, ...: the client side) or are checked
 # by the whole sha256 pass of the fresh-machine check.
-BACKEND_SUITES="admin_ctl,admission,backend_auth,backend_faults,backend_login,batch_limits,batch_numeric,batching,compress,crud,cursors,lbpin,lbtier,lookup,membound,metrics_members,ordering,replset,replset_ferret,tls,tls_reneg"
+BACKEND_SUITES="adaptive,admin_ctl,admission,backend_auth,backend_faults,backend_login,batch_limits,batch_numeric,batching,compress,crud,cursors,lbpin,lbtier,lookup,membound,metrics_members,ordering,replset,replset_ferret,tls,tls_reneg"
 
 jobs="${MONGOPLEX_TEST_JOBS:-$(nproc)}"
 export MONGOPLEX_TEST_JOBS="$jobs"

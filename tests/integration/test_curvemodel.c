@@ -22,120 +22,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-
-/* One model a test started: its pid, URI, directory and log. */
-struct model {
-	pid_t pid;
-	char uri[128];
-	char dir[128];
-	char curve[160];
-	char log[160];
-};
-
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	cr_assert(f != NULL, "%s: %s", path, strerror(errno));
-	fputs(text, f);
-	fclose(f);
-}
-
-/* Reads the first stdout line (the URI) within 10 s. */
-static void read_uri(struct model *m, int fd)
-{
-	size_t got = 0;
-	int64_t deadline = h_now_ms() + 10000;
-
-	while (got < sizeof m->uri - 1 && !memchr(m->uri, '\n', got)) {
-		struct pollfd pfd = {.fd = fd, .events = POLLIN};
-		ssize_t n;
-
-		cr_assert(h_now_ms() < deadline, "the model printed no URI in 10 s");
-		if (poll(&pfd, 1, 200) <= 0)
-			continue;
-		n = read(fd, m->uri + got, sizeof m->uri - 1 - got);
-		cr_assert(n > 0, "the model exited before printing its URI (log %s)", m->log);
-		got += (size_t)n;
-	}
-	m->uri[got] = '\0';
-	*strchr(m->uri, '\n') = '\0';
-}
-
-/* Starts a model; extra: more flags (NULL-terminated), or NULL. */
-static void model_start_args(struct model *m, const char *curve_text, const char *docs,
-			     const char *rtt_us, const char *const *extra)
-{
-	int out[2];
-
-#ifndef MP_CURVEMODEL
-	h_cannot_run("built without bench/ (MP_BUILD_BENCH=OFF): no mongoplex-curvemodel");
-#else
-	snprintf(m->dir, sizeof m->dir, "/tmp/mp_curvemodel_XXXXXX");
-	cr_assert(mkdtemp(m->dir) != NULL);
-	snprintf(m->curve, sizeof m->curve, "%s/curve.csv", m->dir);
-	snprintf(m->log, sizeof m->log, "%s/log", m->dir);
-	write_file(m->curve, curve_text);
-	cr_assert(pipe2(out, O_CLOEXEC) == 0);
-	fflush(NULL);
-	m->pid = fork();
-	cr_assert(m->pid >= 0);
-	if (m->pid == 0) {
-		int lg = open(m->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		dup2(out[1], 1);
-		dup2(lg, 2);
-		h_close_fds_above(3);
-		const char *argv[32] = {MP_CURVEMODEL, "--curve",     m->curve, "--port",
-					"0",	       "--docs",      docs,	"--rtt-us",
-					rtt_us,	       "--log-level", "info"};
-		int n = 11;
-
-		for (int i = 0; extra && extra[i] && n < 31; i++)
-			argv[n++] = extra[i];
-		argv[n] = NULL;
-		execv(MP_CURVEMODEL, (char *const *)argv);
-		_exit(127);
-	}
-	close(out[1]);
-	read_uri(m, out[0]);
-	close(out[0]);
-	cr_assert(strncmp(m->uri, "mongodb://127.0.0.1:", 20) == 0, "first line: %s", m->uri);
-#endif
-}
-
-static void model_start(struct model *m, const char *curve_text, const char *docs,
-			const char *rtt_us)
-{
-	model_start_args(m, curve_text, docs, rtt_us, NULL);
-}
-
-static char *model_log(struct model *m)
-{
-	static char buf[16384];
-	FILE *f = fopen(m->log, "r");
-	size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-
-	if (f)
-		fclose(f);
-	buf[n] = '\0';
-	return buf;
-}
-
-/* SIGTERM, exit status 0, directory removed. */
-static void model_stop(struct model *m)
-{
-	int st;
-	char cmd[200];
-
-	kill(m->pid, SIGTERM);
-	cr_assert(waitpid(m->pid, &st, 0) == m->pid);
-	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "model exit status %d; log:\n%s", st,
-		  model_log(m));
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", m->dir);
-	cr_assert(system(cmd) == 0);
-}
+#include "harness_model.h"
 
 static const char curve_a[] = "ids,threads,queries_per_second\n1,1,2000\n1,10,8000\n"
 			      "20,1,1000\n20,10,4000\n";
@@ -169,13 +56,13 @@ static int find_ids(mongoc_collection_t *coll, const char *filter_json, const ch
 
 Test(curvemodel, answers_libmongoc_find_by_id)
 {
-	struct model m;
+	struct h_model m;
 	char db[64], name[64];
 	int64_t ids[300];
 	bson_error_t err;
 	bson_t reply;
 
-	model_start(&m, curve_a, "1000", "0");
+	h_model_start(&m, curve_a, "1000", "0");
 	h_unique(db, sizeof db, "cm");
 	h_unique(name, sizeof name, "docs");
 	mongoc_client_t *c = h_client_uri(m.uri, "test_curvemodel");
@@ -211,64 +98,37 @@ Test(curvemodel, answers_libmongoc_find_by_id)
 	bson_destroy(&reply);
 	mongoc_collection_destroy(coll);
 	mongoc_client_destroy(c);
-	model_stop(&m);
-}
-
-/* curveModelStatus.reloads / reloadFailures through a fresh client. */
-static int64_t status_of(struct model *m, const char *field)
-{
-	mongoc_client_t *c = h_client_uri(m->uri, "test_curvemodel");
-	bson_error_t err;
-	bson_t reply;
-	int64_t v;
-
-	cr_assert(h_cmd_json(c, "admin", "{\"curveModelStatus\": 1}", &reply, &err), "%s",
-		  err.message);
-	v = h_get_int(&reply, field, -1);
-	bson_destroy(&reply);
-	mongoc_client_destroy(c);
-	return v;
-}
-
-/* Waits up to 5 s for the status field to reach want. */
-static bool status_wait(struct model *m, const char *field, int64_t want)
-{
-	for (int i = 0; i < 50; i++) {
-		if (status_of(m, field) == want)
-			return true;
-		h_sleep_ms(100);
-	}
-	return false;
+	h_model_stop(&m);
 }
 
 Test(curvemodel, sighup_keeps_the_old_curve_on_a_bad_file)
 {
-	struct model m;
+	struct h_model m;
 
-	model_start(&m, curve_a, "100", "0");
-	write_file(m.curve, "ids,threads,queries_per_second\n1,1,2000\n1,zero,5\n");
+	h_model_start(&m, curve_a, "100", "0");
+	h_write_file(m.curve, "ids,threads,queries_per_second\n1,1,2000\n1,zero,5\n");
 	kill(m.pid, SIGHUP);
-	cr_assert(status_wait(&m, "reloadFailures", 1), "the bad file was refused");
-	cr_assert_eq(status_of(&m, "reloads"), 0);
-	cr_assert(status_of(&m, "cells") == 4, "the old curve is in force");
-	cr_assert(strstr(model_log(&m), "line 3: threads \"zero\""), "the log says why:\n%s",
-		  model_log(&m));
-	write_file(m.curve, "1,1,500\n1,40,20000\n");
+	cr_assert(h_model_status_wait(&m, "reloadFailures", 1), "the bad file was refused");
+	cr_assert_eq(h_model_status(&m, "reloads"), 0);
+	cr_assert(h_model_status(&m, "cells") == 4, "the old curve is in force");
+	cr_assert(strstr(h_model_log(&m), "line 3: threads \"zero\""), "the log says why:\n%s",
+		  h_model_log(&m));
+	h_write_file(m.curve, "1,1,500\n1,40,20000\n");
 	kill(m.pid, SIGHUP);
-	cr_assert(status_wait(&m, "reloads", 1), "the good file was taken");
-	cr_assert_eq(status_of(&m, "cells"), 2);
-	model_stop(&m);
+	cr_assert(h_model_status_wait(&m, "reloads", 1), "the good file was taken");
+	cr_assert_eq(h_model_status(&m, "cells"), 2);
+	h_model_stop(&m);
 }
 
 /* --rtt-us delays every reply, a ping included: a lower bound only (a
  * timer is armed early by at most the mean lateness, capped at 2 ms). */
 Test(curvemodel, rtt_delays_every_reply)
 {
-	struct model m;
+	struct h_model m;
 	char host[64];
 	int port, fd;
 
-	model_start(&m, curve_a, "10", "300000");
+	h_model_start(&m, curve_a, "10", "300000");
 	cr_assert(sscanf(m.uri, "mongodb://%63[0-9.]:%d/", host, &port) == 2);
 	fd = raw_connect_to(host, port);
 	cr_assert(fd >= 0);
@@ -277,7 +137,7 @@ Test(curvemodel, rtt_delays_every_reply)
 	int64_t took = h_now_ms() - t0;
 	cr_assert(took >= 290, "ping took %lld ms with --rtt-us 300000", (long long)took);
 	close(fd);
-	model_stop(&m);
+	h_model_stop(&m);
 }
 
 /* A find of k ids (0..k-1) on raw fd as OP_MSG, request id rid. */
@@ -317,12 +177,12 @@ Test(curvemodel, replies_leave_by_due_time_across_connections)
 	static const char flat[] = "ids,threads,queries_per_second\n1,1,10\n1,100,1000\n"
 				   "20,1,2\n20,100,200\n";
 	enum { N = 10 };
-	struct model m;
+	struct h_model m;
 	struct pollfd pfd[N];
 	char host[64];
 	int port, order[N], got = 0;
 
-	model_start(&m, flat, "1000", "0");
+	h_model_start(&m, flat, "1000", "0");
 	cr_assert(sscanf(m.uri, "mongodb://%63[0-9.]:%d/", host, &port) == 2);
 	for (int i = 0; i < N; i++) {
 		pfd[i].fd = raw_connect_to(host, port);
@@ -357,8 +217,8 @@ Test(curvemodel, replies_leave_by_due_time_across_connections)
 			     order[i], 20 - 2 * order[i]);
 		close(pfd[i].fd);
 	}
-	cr_assert_eq(status_of(&m, "maxInService"), N, "all ten were in service together");
-	model_stop(&m);
+	cr_assert_eq(h_model_status(&m, "maxInService"), N, "all ten were in service together");
+	h_model_stop(&m);
 }
 
 /* The new flags reach curveModelStatus: defaults, then both changed. */
@@ -366,14 +226,14 @@ Test(curvemodel, status_reports_slack_and_think_compensation)
 {
 	static const char *const off[] = {"--think-compensation", "off", "--timer-slack-us", "0",
 					  NULL};
-	struct model m;
+	struct h_model m;
 	mongoc_client_t *c;
 	bson_error_t err;
 	bson_t reply;
 	bson_iter_t it;
 
-	model_start(&m, curve_a, "10", "0");
-	cr_assert_eq(status_of(&m, "timerSlackUs"), 500);
+	h_model_start(&m, curve_a, "10", "0");
+	cr_assert_eq(h_model_status(&m, "timerSlackUs"), 500);
 	c = h_client_uri(m.uri, "test_curvemodel");
 	cr_assert(h_cmd_json(c, "admin", "{\"curveModelStatus\": 1}", &reply, &err), "%s",
 		  err.message);
@@ -382,10 +242,10 @@ Test(curvemodel, status_reports_slack_and_think_compensation)
 	cr_assert(bson_iter_init_find(&it, &reply, "wakeups") && BSON_ITER_HOLDS_INT64(&it));
 	bson_destroy(&reply);
 	mongoc_client_destroy(c);
-	model_stop(&m);
+	h_model_stop(&m);
 
-	model_start_args(&m, curve_a, "10", "0", off);
-	cr_assert_eq(status_of(&m, "timerSlackUs"), 0);
+	h_model_start_args(&m, curve_a, "10", "0", off);
+	cr_assert_eq(h_model_status(&m, "timerSlackUs"), 0);
 	c = h_client_uri(m.uri, "test_curvemodel");
 	cr_assert(h_cmd_json(c, "admin", "{\"curveModelStatus\": 1}", &reply, &err), "%s",
 		  err.message);
@@ -393,7 +253,7 @@ Test(curvemodel, status_reports_slack_and_think_compensation)
 		  BSON_ITER_HOLDS_BOOL(&it) && !bson_iter_bool(&it));
 	bson_destroy(&reply);
 	mongoc_client_destroy(c);
-	model_stop(&m);
+	h_model_stop(&m);
 }
 
 /* A closed-loop client counts once in c: with the think-time compensation
@@ -403,10 +263,10 @@ Test(curvemodel, status_reports_slack_and_think_compensation)
  * at most 1 in service ever. */
 Test(curvemodel, closed_loop_client_counts_once_in_service)
 {
-	struct model m;
+	struct h_model m;
 	int64_t ids[4];
 
-	model_start(&m, curve_a, "1000", "0");
+	h_model_start(&m, curve_a, "1000", "0");
 	mongoc_client_t *c = h_client_uri(m.uri, "test_curvemodel");
 	mongoc_collection_t *coll = mongoc_client_get_collection(c, "cm", "docs");
 
@@ -414,7 +274,7 @@ Test(curvemodel, closed_loop_client_counts_once_in_service)
 		cr_assert_eq(find_ids(coll, "{\"_id\": 7}", NULL, ids, 4), 1);
 	mongoc_collection_destroy(coll);
 	mongoc_client_destroy(c);
-	cr_assert_eq(status_of(&m, "queries"), 200);
-	cr_assert_eq(status_of(&m, "maxInService"), 1);
-	model_stop(&m);
+	cr_assert_eq(h_model_status(&m, "queries"), 200);
+	cr_assert_eq(h_model_status(&m, "maxInService"), 1);
+	h_model_stop(&m);
 }

@@ -1,0 +1,209 @@
+/*
+ * limit.c — the adaptive concurrency limit of one pool (the design is in
+ * limit.h).
+ */
+#include "pool/limit.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define WINDOW_MIN    4
+#define GRADIENT_MIN  0.5
+#define GRADIENT_MAX  2.0
+#define SMOOTHING     0.5
+#define DROP_FACTOR   0.7
+#define PROBE_SAMPLES 3 /* per unit of min_limit */
+#define AVG_WEIGHT    0.125
+
+int limit_class(int ids)
+{
+	uint64_t k = (uint64_t)ids;
+	int b, c;
+
+	if (ids < 1)
+		return CLIMIT_OTHER;
+	b = 63 - __builtin_clzll(k);
+	c = 2 * b + (k * k >= (1ULL << (2 * b + 1)) ? 1 : 0);
+	if (b >= 31) /* k * k would overflow: the last class anyway */
+		return CLIMIT_OTHER - 1;
+	return c < CLIMIT_OTHER ? c : CLIMIT_OTHER - 1;
+}
+
+static double clampd(double v, double lo, double hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+static double bounded(const struct climit *l, double v)
+{
+	double hi = l->ceiling, lo = l->min_limit < l->ceiling ? l->min_limit : l->ceiling;
+
+	return clampd(v, lo < 1 ? 1 : lo, hi < 1 ? 1 : hi);
+}
+
+void climit_configure(struct climit *l, double tolerance, int min_limit, int ceiling)
+{
+	l->tolerance = tolerance > 1.0 ? tolerance : 1.0;
+	l->min_limit = min_limit < 1 ? 1 : min_limit;
+	l->ceiling = ceiling < 1 ? 1 : ceiling;
+	l->limit = bounded(l, l->limit);
+	l->saved_limit = bounded(l, l->saved_limit);
+}
+
+void climit_init(struct climit *l, double tolerance, int min_limit, int ceiling, int start,
+		 uint64_t probe_interval_usec)
+{
+	memset(l, 0, sizeof(*l));
+	l->limit = start;
+	l->saved_limit = start;
+	l->probe_interval_usec = probe_interval_usec;
+	climit_configure(l, tolerance, min_limit, ceiling);
+}
+
+int limit_value(const struct climit *l)
+{
+	if (l->probing)
+		return (int)bounded(l, l->min_limit);
+	return (int)(l->limit + 1e-9);
+}
+
+uint64_t limit_min_rtt(const struct climit *l)
+{
+	return l->base[l->last_class];
+}
+
+static void window_reset(struct climit *l)
+{
+	l->ratio_sum = 0;
+	l->n = 0;
+	l->max_inflight = 0;
+	l->cut = false;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The probe ended: its minima are the bases of the classes it saw; the
+ * others move by the median change of those. */
+static void probe_end(struct climit *l, uint64_t now)
+{
+	double f[CLIMIT_CLASSES], factor = 1.0;
+	int nf = 0;
+
+	uint64_t fresh[CLIMIT_CLASSES];
+
+	for (int c = 0; c < CLIMIT_CLASSES; c++) {
+		fresh[c] = l->probe_n[c] ? l->probe_sum[c] / (uint64_t)l->probe_n[c] : 0;
+		if (fresh[c] == 0 && l->probe_n[c])
+			fresh[c] = 1;
+		if (fresh[c] != 0 && l->base[c] != 0)
+			f[nf++] = (double)fresh[c] / (double)l->base[c];
+	}
+	if (nf > 0) {
+		qsort(f, (size_t)nf, sizeof(f[0]), cmp_double);
+		factor = f[nf / 2];
+	}
+	for (int c = 0; c < CLIMIT_CLASSES; c++) {
+		if (fresh[c] != 0)
+			l->base[c] = fresh[c];
+		else if (l->base[c] != 0)
+			l->base[c] = (uint64_t)((double)l->base[c] * factor + 0.5);
+		if (l->base[c] != 0)
+			l->avg[c] = (double)l->base[c];
+	}
+	l->probing = false;
+	l->limit = bounded(l, l->saved_limit);
+	l->next_probe_usec = now + l->probe_interval_usec;
+	window_reset(l);
+}
+
+static void probe_sample(struct climit *l, uint64_t now, uint64_t rtt, int c, bool dropped,
+			 int inflight)
+{
+	if (l->draining) { /* requests started before the probe are still out */
+		if (inflight <= limit_value(l))
+			l->draining = false;
+		return;
+	}
+	if (!dropped) {
+		l->probe_sum[c] += rtt;
+		l->probe_n[c]++;
+	}
+	if (--l->probe_left <= 0)
+		probe_end(l, now);
+}
+
+static void probe_start(struct climit *l)
+{
+	l->probing = true;
+	l->draining = true;
+	l->saved_limit = l->limit;
+	l->probe_left = PROBE_SAMPLES * l->min_limit;
+	memset(l->probe_sum, 0, sizeof(l->probe_sum));
+	memset(l->probe_n, 0, sizeof(l->probe_n));
+	l->probes++;
+}
+
+static void window_end(struct climit *l)
+{
+	double ratio = l->ratio_sum / l->n,
+	       g = clampd(l->tolerance / ratio, GRADIENT_MIN, GRADIENT_MAX);
+	double target = l->limit * g;
+
+	if (g > 1.0 && l->max_inflight * 2 < (int)l->limit)
+		target = l->limit; /* not used: no evidence for more */
+	else if (g > 1.0 && target < l->limit + 1.0)
+		target = l->limit + 1.0; /* small limits still grow */
+	l->limit = bounded(l, l->limit + (target - l->limit) * SMOOTHING);
+	window_reset(l);
+}
+
+void limit_sample(struct climit *l, uint64_t now_usec, uint64_t rtt_usec, int ids, bool dropped,
+		  int inflight)
+{
+	int c = limit_class(ids);
+
+	if (rtt_usec == 0)
+		rtt_usec = 1;
+	l->samples++;
+	l->last_class = c;
+	if (dropped)
+		l->drops++;
+	if (l->next_probe_usec == 0)
+		l->next_probe_usec = now_usec + l->probe_interval_usec;
+	if (l->probing) {
+		probe_sample(l, now_usec, rtt_usec, c, dropped, inflight);
+		return;
+	}
+	if (l->probe_interval_usec != 0 && now_usec >= l->next_probe_usec) {
+		probe_start(l);
+		probe_sample(l, now_usec, rtt_usec, c, dropped, inflight);
+		return;
+	}
+	if (inflight + 1 > l->max_inflight)
+		l->max_inflight = inflight + 1; /* in flight while it ran */
+	if (dropped) {
+		if (!l->cut)
+			l->limit = bounded(l, l->limit * DROP_FACTOR);
+		l->cut = true;
+	} else {
+		if (l->base[c] == 0) {
+			l->avg[c] = (double)rtt_usec;
+			l->base[c] = rtt_usec;
+		}
+		l->avg[c] += ((double)rtt_usec - l->avg[c]) * AVG_WEIGHT;
+		if (l->avg[c] < (double)l->base[c])
+			l->base[c] = l->avg[c] < 1.0 ? 1 : (uint64_t)l->avg[c];
+		l->ratio_sum += (double)rtt_usec / (double)l->base[c];
+	}
+	if (++l->n >= (l->limit > WINDOW_MIN ? (int)l->limit : WINDOW_MIN)) {
+		if (l->cut)
+			window_reset(l); /* an error in the window: no growth */
+		else
+			window_end(l);
+	}
+}
