@@ -185,13 +185,13 @@ class SeedRun:
         return r["tput_wall_qps"] if r else None
 
     def role(self, role):
-        """The first path of a role: direct (no mongoplex settings), pool (batching
-        off) or batching (batching on); None when SEED_PATHS has none. The adaptive
-        limit's path (the next issue) will need a role and a sentence of its own; the
-        table shows every path already."""
+        """The first path of a role: direct (no mongoplex settings), adaptive
+        (adaptive_concurrency on), pool (batching off) or batching (batching on);
+        None when SEED_PATHS has none."""
         for p in self.paths:
             s = p["settings"]
             r = ("direct" if not s else
+                 "adaptive" if s.get("adaptive_concurrency", "off") == "on" else
                  "batching" if s.get("batching", "on") == "on" else "pool")
             if r == role:
                 return p
@@ -369,13 +369,27 @@ def seed_paragraph(out_dir):
                                      ", %.2fx the fixed pool" % ratio(bm_hi, q(pool, many, hi))
                                      if pool else ""))
         lines.append(text)
-    lines.append(
-        "- Coming: the adaptive limit (the next issue). Today the limit is pool_size, fixed in"
-        " the config: the pool caps the backend's concurrency near its knee, so 100 client"
-        " threads no longer push the model past its peak; set too low it leaves throughput"
-        " unused, too high it lets the collapse back in. The adaptive limit will find the knee"
-        " from the backend's latencies instead, and will be one more path of this table"
-        " (SEED_PATHS in scripts/demo.sh).")
+    adaptive = run.role("adaptive")
+    if adaptive:
+        a_lo, a_hi = q(adaptive, one, lo), q(adaptive, one, hi)
+        am_hi = q(adaptive, many, hi)
+        text = ("- Untuned, with the adaptive limit (%s: pool_size only its ceiling): the"
+                " backend saw at most %d queries at once while %d threads asked; at %d threads"
+                " %.0f/s for %d id (%.2fx direct, %.2f of the path's own %d-thread figure"
+                % (" ".join("%s=%s" % kv for kv in adaptive["settings"].items()),
+                   num(adaptive["model_status"]["maxInService"]), hi, hi, a_hi, one,
+                   ratio(a_hi, q(direct, one, hi)), ratio(a_hi, a_lo), lo))
+        if pool:
+            text += ", %.2fx the hand-set pool of %s" % (
+                ratio(a_hi, q(pool, one, hi)), pool["settings"].get("pool_size", "16"))
+        text += ")"
+        if many != one:
+            text += " and %.0f/s for %d ids (%.2fx direct)" % (
+                am_hi, many, ratio(am_hi, q(direct, many, hi)))
+        text += (". adaptive_concurrency is off by default: its goals against the best fixed"
+                 " pool_size are not all met yet (docs/benchmark-results.md, Adaptive"
+                 " concurrency).")
+        lines.append(text)
     print("\n".join(lines))
 
 

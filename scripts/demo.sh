@@ -46,11 +46,13 @@ SEED_POOL_SIZE="${SEED_POOL_SIZE:-10}"
 SEED_DOCS=20000000 # the seed's collection; the model's documents are virtual
 SEED_CURVE="$ROOT/bench/curves/seed.csv"
 # Its paths, one a line: NAME|mongoplex settings (empty: direct to the
-# model)|what the table and the paragraph call it. The adaptive limit
-# (issue 23's next item) is to be one more line here.
+# model)|what the table and the paragraph call it. The adaptive path is
+# mongoplex untuned: pool_size 100 (as many as the clients) is only the
+# ceiling, the adaptive limit finds the backend's knee from its latencies.
 SEED_PATHS="${SEED_PATHS:-direct||direct to the model
 fixed-pool|pool_size=$SEED_POOL_SIZE batching=off|through mongoplex, fixed pool (pool_size $SEED_POOL_SIZE, batching off)
-batching|pool_size=$SEED_POOL_SIZE batching=on batch_max_ids=100|through mongoplex, fixed pool + batching (pool_size $SEED_POOL_SIZE, batch_max_ids 100)}"
+batching|pool_size=$SEED_POOL_SIZE batching=on batch_max_ids=100|through mongoplex, fixed pool + batching (pool_size $SEED_POOL_SIZE, batch_max_ids 100)
+adaptive|pool_size=100 adaptive_concurrency=on batching=off|through mongoplex, adaptive limit (pool_size 100 only its ceiling, batching off)}"
 
 [ -n "${MONGOPLEX_SKIP_INSTALL:-}" ] || scripts/install-deps.sh demo
 echo "== building mongoplex, mongoplex-bench and mongoplex-curvemodel (Release)"
