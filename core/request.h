@@ -33,6 +33,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "core/list.h"
+#include "core/session.h"
 
 struct server;
 struct pool;
@@ -145,6 +146,7 @@ struct request {
 	int32_t backend_request_id;  /* our requestID on the backend */
 	bool more_to_come;	     /* client set moreToCome: no reply expected */
 	bool retryable_write;	     /* has txnNumber outside a transaction */
+	struct req_session session;  /* lsid, txnNumber, ... parsed once (core/session.h) */
 	bool sent;		     /* bytes handed to a backend: may have executed */
 	bool legacy_reply;	     /* answer with OP_REPLY (legacy OP_QUERY handshake) */
 	int8_t reply_compressor;     /* request came OP_COMPRESSED with this id; -1: it did not */

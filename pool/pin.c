@@ -124,19 +124,14 @@ static bool opens_cursor(const char *cmd)
 	return false;
 }
 
-static void read_txn(struct pin_note *n, const bson_t *body)
+/* From the session fields the router parsed (req->session); the lsid is
+ * copied (the note outlives the body). */
+static void read_txn(struct pin_note *n, const struct req_session *ss)
 {
-	bson_iter_t it;
-	const uint8_t *data;
-	uint32_t len;
-
-	if (bson_iter_init_find(&it, body, "lsid") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
-		bson_iter_document(&it, &len, &data);
-		n->lsid = bson_new_from_data(data, len);
-	}
-	if (bson_iter_init_find(&it, body, "txnNumber") && !read_int64(&it, &n->txn_number))
-		n->txn_number = 0;
-	if (bson_iter_init_find(&it, body, "startTransaction") && bson_iter_as_bool(&it))
+	if (ss->has_lsid)
+		n->lsid = bson_new_from_data(ss->lsid_doc, ss->lsid_len);
+	n->txn_number = ss->txn_numeric ? ss->txn_number : 0;
+	if (ss->start_txn)
 		n->op |= PIN_OP_TXN_START | PIN_OP_WANT;
 }
 
@@ -184,7 +179,7 @@ void pin_route(struct request *req, const bson_t *body, bool in_txn)
 	n = xcalloc(1, sizeof(*n));
 	req->pin_note = n;
 	if (in_txn) {
-		read_txn(n, body);
+		read_txn(n, &req->session);
 		if (strcasecmp(req->cmd, "commitTransaction") == 0 ||
 		    strcasecmp(req->cmd, "abortTransaction") == 0)
 			n->op |= PIN_OP_TXN_END;

@@ -192,6 +192,7 @@ static void forward(struct client *c, struct evbuffer **bufp, uint8_t *data, siz
 {
 	size_t newlen;
 
+	req->session = ri->session; /* parsed once by the router */
 	pin_route(req, &m->body, ri->in_txn); /* load-balanced clients (pool/pin.c) */
 	if (ri->cursor_op && cursor_admit(req, m))
 		return; /* not this client's cursor: answered by proxy/cursor.c */
@@ -208,7 +209,7 @@ static void forward(struct client *c, struct evbuffer **bufp, uint8_t *data, siz
 	req->held_bytes = evbuffer_get_length(req->msg);
 	c->req_bytes += req->held_bytes;
 	membound_add((int64_t)req->held_bytes);
-	select_note(req, &m->body, ri->in_txn); /* replica sets: read preference, pin */
+	select_note(req, ri->in_txn); /* replica sets: read preference, pin */
 	if (ri->is_find && !ri->in_txn && g.cfg.batching && may_batch(c, req) &&
 	    req->read_pref == NULL /* merged lookups all go to the primary */ &&
 	    batch_try_submit(req, &m->body))
