@@ -192,7 +192,7 @@ static void forward(struct client *c, struct evbuffer **bufp, uint8_t *data, siz
 {
 	size_t newlen;
 
-	req->session = ri->session; /* parsed once by the router */
+	req->session = ri->session;	      /* parsed once by the router */
 	pin_route(req, &m->body, ri->in_txn); /* load-balanced clients (pool/pin.c) */
 	if (ri->cursor_op && cursor_admit(req, m))
 		return; /* not this client's cursor: answered by proxy/cursor.c */
