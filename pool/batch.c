@@ -39,6 +39,7 @@
 #include "core/globals.h"
 #include "core/stats.h"
 #include "core/wire.h"
+#include "pool/route.h"
 
 static const struct request_ops batch_ops, member_ops;
 
@@ -176,8 +177,8 @@ void batch_free(struct batch *b)
 	bson_destroy(&b->extra);
 	free(b->key);
 	free(b);
-	req->batch = NULL;
-	pool_user_put(req->user); /* per_user: the batch's reference */
+	req->route->batch = NULL;
+	pool_user_put(req->route->user); /* per_user: the batch's reference */
 	request_free(req);
 }
 
@@ -214,14 +215,14 @@ int32_t batch_reply_size(const struct batch *b, int want)
  * (per_user: lookups of different users are never merged). */
 static struct batch *find_open(const char *key, size_t keylen, const struct request *req)
 {
-	const struct lookup *lk = req->lookup;
+	const struct lookup *lk = req->route->lookup;
 	struct batch *b;
 	bool other_user = false;
 
 	TAILQ_FOREACH(b, &open_batches, open_link) {
 		if (b->keylen != keylen || memcmp(b->key, key, keylen) != 0)
 			continue;
-		if (b->req->user != req->user) {
+		if (b->req->route->user != req->route->user) {
 			other_user = true;
 			continue;
 		}
@@ -256,19 +257,19 @@ static struct batch *batch_open(const struct key_parts *kp, const char *db, cons
 	b->open = true;
 	TAILQ_INSERT_TAIL(&open_batches, b, open_link);
 	b->req = request_new(NULL, &batch_ops);
-	b->req->batch = b;
+	b->req->route->batch = b;
 	memcpy(b->req->cmd, "find", sizeof("find"));
 	return b;
 }
 
 static void add_member(struct batch *b, struct request *req)
 {
-	req->lookup->own_ops = req->ops;
+	req->route->lookup->own_ops = req->ops;
 	req->ops = &member_ops;
-	req->batch = b;
+	req->route->batch = b;
 	req->enqueued_usec = g.now_usec;
 	request_set_state(req, REQ_BATCHED, &b->members);
-	b->nids += req->lookup->ids.n;
+	b->nids += req->route->lookup->ids.n;
 	log_debug("B-%" PRIu64 " %s.%s: C-%" PRIu64 " request %d joins (%d lookups, %d ids)", b->id,
 		  b->db, b->coll, req->owner ? req->owner->id : 0, req->client_request_id,
 		  b->members.n, b->nids);
@@ -302,8 +303,8 @@ static bool probe(struct request *req, const bson_t *body, struct probe *pr)
 	const char *db = NULL, *coll = NULL;
 	struct pool *target = pool_target();
 
-	if (req->user != NULL) /* per_user: the user's pool is the one that matters */
-		target = pool_users_pool(target, req->user);
+	if (req->route->user != NULL) /* per_user: the user's pool is the one that matters */
+		target = pool_users_pool(target, req->route->user);
 	pr->idle = !TAILQ_EMPTY(&target->idle);
 	if (why != NULL) {
 		log_debug("C-%" PRIu64 " request %d: find not batchable: %s",
@@ -324,10 +325,10 @@ static bool probe(struct request *req, const bson_t *body, struct probe *pr)
 		return false;
 	bson_strncpy(pr->db, db, sizeof(pr->db));
 	bson_strncpy(pr->coll, coll, sizeof(pr->coll));
-	req->lookup = lookup_new(body);
-	if (too_big_to_merge(req->lookup, pr->db, pr->coll)) {
-		lookup_free(req->lookup); /* its own documents would not fit one reply */
-		req->lookup = NULL;
+	req->route->lookup = lookup_new(body);
+	if (too_big_to_merge(req->route->lookup, pr->db, pr->coll)) {
+		lookup_free(req->route->lookup); /* its own documents would not fit one reply */
+		req->route->lookup = NULL;
 		return false; /* forward */
 	}
 	return true;
@@ -354,15 +355,15 @@ static struct batch *join_or_open(struct request *req, const bson_t *body, const
 	if (b != NULL)
 		return b;
 	if (pr->idle && g.cfg.batch_max_wait_us == 0) {
-		lookup_free(req->lookup);
-		req->lookup = NULL;
+		lookup_free(req->route->lookup);
+		req->route->lookup = NULL;
 		return NULL;
 	}
 	*fresh = true;
 	b = batch_open(&kp, pr->db, pr->coll);
-	b->req->user = req->user; /* per_user: the batch runs as its members' user */
-	if (b->req->user != NULL)
-		pool_user_ref(b->req->user);
+	b->req->route->user = req->route->user; /* per_user: the batch runs as its members' user */
+	if (b->req->route->user != NULL)
+		pool_user_ref(b->req->route->user);
 	return b;
 }
 
@@ -418,7 +419,7 @@ const struct batch_id_list **batch_member_lists(const struct batch *b)
 	int n = 0;
 
 	TAILQ_FOREACH(m, &b->members.list, queue_link)
-		lists[n++] = &m->lookup->ids;
+		lists[n++] = &m->route->lookup->ids;
 	return lists;
 }
 
@@ -450,7 +451,7 @@ static void build_query(const struct batch *b, const bson_value_t *ids, int n, b
 
 void batch_seal(struct request *req)
 {
-	struct batch *b = req->batch;
+	struct batch *b = req->route->batch;
 	const struct batch_id_list **lists;
 	bson_value_t *all;
 	struct request *m;
@@ -483,10 +484,10 @@ void batch_seal(struct request *req)
 /* A member (off its batch already) becomes its creator's request again. */
 void batch_member_restore(struct request *m)
 {
-	m->ops = m->lookup->own_ops;
-	m->batch = NULL;
-	lookup_free(m->lookup);
-	m->lookup = NULL;
+	m->ops = m->route->lookup->own_ops;
+	m->route->batch = NULL;
+	lookup_free(m->route->lookup);
+	m->route->lookup = NULL;
 }
 
 /* Take a member off its batch, back to its creator's callbacks. */
@@ -509,7 +510,7 @@ void batch_member_run_alone(struct request *m)
 
 void batch_rerun_alone(struct request *req)
 {
-	struct batch *b = req->batch;
+	struct batch *b = req->route->batch;
 	struct request *m;
 
 	close_batch(b);
@@ -523,7 +524,7 @@ void batch_rerun_alone(struct request *req)
 void batch_fail(struct request *req, int code, const char *codename, const char *msg,
 		const char *const *labels)
 {
-	struct batch *b = req->batch;
+	struct batch *b = req->route->batch;
 	struct request *m;
 
 	close_batch(b);
@@ -565,10 +566,10 @@ static void member_abandon(struct request *m)
 
 static void member_release(struct request *m)
 {
-	const struct request_ops *own = m->lookup->own_ops;
+	const struct request_ops *own = m->route->lookup->own_ops;
 
-	lookup_free(m->lookup);
-	m->lookup = NULL;
+	lookup_free(m->route->lookup);
+	m->route->lookup = NULL;
 	if (own->release != NULL)
 		own->release(m);
 }

@@ -42,6 +42,7 @@
 #include "pool/pool.h"
 #include "pool/server.h"
 #include "pool/pin_int.h"
+#include "pool/route.h"
 #include "pool/sticky.h"
 
 struct pin_list pin_all = TAILQ_HEAD_INITIALIZER(pin_all);
@@ -148,26 +149,26 @@ void pin_route(struct request *req, const bson_t *body, bool in_txn)
 	if (o == NULL || !o->load_balanced || req->more_to_come)
 		return;
 	n = xcalloc(1, sizeof(*n));
-	req->pin_note = n;
+	req->route->pin_note = n;
 	if (in_txn) {
-		read_txn(n, &req->session);
+		read_txn(n, &req->route->session);
 		if (strcasecmp(req->cmd, "commitTransaction") == 0 ||
 		    strcasecmp(req->cmd, "abortTransaction") == 0)
 			n->op |= PIN_OP_TXN_END;
 		if (!(n->op & PIN_OP_TXN_START))
-			req->pin = find_pin(o, n, true);
+			req->route->pin = find_pin(o, n, true);
 	}
 	if (strcasecmp(req->cmd, "getMore") == 0 || strcasecmp(req->cmd, "killCursors") == 0) {
 		if (first_cursor(req->cmd, body, &n->cursor)) {
 			n->op |=
 			    req->cmd[0] == 'g' || req->cmd[0] == 'G' ? PIN_OP_GETMORE : PIN_OP_KILL;
-			if (req->pin == NULL)
-				req->pin = find_pin(o, n, false);
+			if (req->route->pin == NULL)
+				req->route->pin = find_pin(o, n, false);
 		}
 	} else if (opens_cursor(req->cmd)) {
 		n->op |= PIN_OP_OPEN; /* pinned only if its reply leaves a cursor open */
 	}
-	if (req->pin != NULL)
+	if (req->route->pin != NULL)
 		n->op &= ~(unsigned)PIN_OP_WANT;
 }
 
@@ -200,8 +201,8 @@ static const struct waitq_ops pin_waitq_ops = {
 
 void pin_enqueue(struct lb_pin *pin, struct request *req)
 {
-	req->pin = pin;
-	req->pool = pin->server->pool;
+	req->route->pin = pin;
+	req->route->pool = pin->server->pool;
 	req->enqueued_usec = g.now_usec;
 	waitq_add(&pin->waiting, req);
 }
@@ -235,7 +236,7 @@ static struct lb_pin *least_busy(const struct request_owner *o)
  * message, so that it can wait for room if its reply opens a cursor. */
 static void keep_retry_copy(struct request *req)
 {
-	struct pin_note *n = req->pin_note;
+	struct pin_note *n = req->route->pin_note;
 	size_t len = req->msg != NULL ? evbuffer_get_length(req->msg) : 0;
 
 	if (n->retry_msg != NULL || len == 0 || len > PIN_RETRY_MAX_BYTES)
@@ -246,14 +247,14 @@ static void keep_retry_copy(struct request *req)
 
 bool pin_submit(struct request *req, struct pool *p)
 {
-	struct lb_pin *pin = req->pin;
+	struct lb_pin *pin = req->route->pin;
 
 	if (pin_expired_refuse(req))
 		return true;
 	if (pin == NULL && (pin_wants(req) || pin_may_open(req)) && req->owner != NULL &&
 	    req->owner->n_pins > 0 && (!pin_owner_room(req->owner) || !pin_pool_room(p))) {
 		pin = least_busy(req->owner); /* at a bound: share one of its own pins */
-		req->pin_note->op &= ~(unsigned)PIN_OP_WANT;
+		req->route->pin_note->op &= ~(unsigned)PIN_OP_WANT;
 		STAT_INC(lb_pin_shared);
 	}
 	if (pin == NULL) {
@@ -305,8 +306,8 @@ void pin_started(struct server *s, struct request *req)
 {
 	if (!pin_wants(req) || req->owner == NULL || s->pin != NULL)
 		return;
-	req->pin = pin_new(s, req->owner);
-	req->pin_note->op &= ~(unsigned)PIN_OP_WANT;
+	req->route->pin = pin_new(s, req->owner);
+	req->route->pin_note->op &= ~(unsigned)PIN_OP_WANT;
 }
 
 static void item_add(struct lb_pin *pin, bool txn, int64_t id, const char *ns, const bson_t *lsid)
@@ -399,14 +400,14 @@ static void read_reply(const bson_t *body, struct reply_info *r)
  * room in the pool's queue, like a transaction) once `pin`'s kill is sent. */
 static void rerun_later(struct lb_pin *pin, struct request *req)
 {
-	struct pin_note *n = req->pin_note;
+	struct pin_note *n = req->route->pin_note;
 
 	evbuffer_drain(req->msg, evbuffer_get_length(req->msg));
 	evbuffer_add_buffer(req->msg, n->retry_msg);
 	evbuffer_free(n->retry_msg);
 	n->retry_msg = NULL;
 	n->op |= PIN_OP_WANT;
-	req->server = NULL;
+	req->route->server = NULL;
 	request_set_state(req, REQ_NEW, NULL);
 	pin->rerun = req;
 	server_debug(pin->server,
@@ -425,11 +426,11 @@ static bool open_on_reply(struct server *s, struct request *req, const struct re
 	char why[300], msg[500];
 	struct lb_pin *pin;
 
-	if (!(req->pin_note->op & PIN_OP_OPEN) || !r->ok || !r->have_cursor || r->id == 0)
+	if (!(req->route->pin_note->op & PIN_OP_OPEN) || !r->ok || !r->have_cursor || r->id == 0)
 		return true; /* nothing stays open: the connection is released as usual */
 	if (req->owner != NULL && !pin_no_room(req->owner, s->pool, why, sizeof(why))) {
-		req->pin = pin_new(s, req->owner);
-		item_add(req->pin, false, r->id, r->ns, NULL);
+		req->route->pin = pin_new(s, req->owner);
+		item_add(req->route->pin, false, r->id, r->ns, NULL);
 		return true;
 	}
 	pin = pin_new(s, NULL); /* owner-less: the kill runs there, then it is released */
@@ -438,7 +439,7 @@ static bool open_on_reply(struct server *s, struct request *req, const struct re
 		request_done(req); /* its client left meanwhile */
 		return false;
 	}
-	if (req->pin_note->retry_msg != NULL) {
+	if (req->route->pin_note->retry_msg != NULL) {
 		rerun_later(pin, req);
 		return false;
 	}
@@ -455,10 +456,10 @@ static bool open_on_reply(struct server *s, struct request *req, const struct re
 bool pin_on_reply(struct server *s, struct request *req, const bson_t *body)
 {
 	struct lb_pin *pin = s->pin;
-	struct pin_note *n = req->pin_note;
+	struct pin_note *n = req->route->pin_note;
 	struct reply_info r;
 
-	if (n == NULL || (pin != NULL && req->pin != pin))
+	if (n == NULL || (pin != NULL && req->route->pin != pin))
 		return true;
 	read_reply(body, &r);
 	if (pin == NULL)
@@ -501,7 +502,7 @@ static void pin_free(struct lb_pin *pin)
 void pin_resubmit(struct request *req, void *arg)
 {
 	(void)arg;
-	req->pin = NULL; /* a shared cursor-opening one may pin on its reply */
+	req->route->pin = NULL; /* a shared cursor-opening one may pin on its reply */
 	pool_submit(req);
 }
 
@@ -551,7 +552,7 @@ static void pin_server_closed(struct server *s)
 	}
 	while ((req = waitq_first(&pin->waiting)) != NULL) {
 		waitq_unqueue(req);
-		req->pin = NULL;
+		req->route->pin = NULL;
 		req->ops->network_error(req, MP_ERR(HOST_UNREACHABLE),
 					"the pinned backend connection closed");
 	}

@@ -15,16 +15,19 @@
 #include "pool/gate.h"
 #include "pool/pin_int.h"
 #include "pool/pool.h"
+#include "pool/route.h"
 
 bool pin_wants(const struct request *req)
 {
-	return req->pin == NULL && req->pin_note != NULL && (req->pin_note->op & PIN_OP_WANT);
+	return req->route->pin == NULL && req->route->pin_note != NULL &&
+	       (req->route->pin_note->op & PIN_OP_WANT);
 }
 
 /* A cursor-opening command not routed to a pin (it may open a new one). */
 bool pin_may_open(const struct request *req)
 {
-	return req->pin == NULL && req->pin_note != NULL && (req->pin_note->op & PIN_OP_OPEN);
+	return req->route->pin == NULL && req->route->pin_note != NULL &&
+	       (req->route->pin_note->op & PIN_OP_OPEN);
 }
 
 bool pin_pool_room(struct pool *p)
@@ -90,8 +93,8 @@ bool pin_may_dispatch(const struct request *req, struct pool *p)
 
 bool pin_blocked(const struct request *req)
 {
-	return pin_wants(req) && req->owner != NULL && req->pool != NULL &&
-	       !pin_may_dispatch(req, req->pool);
+	return pin_wants(req) && req->owner != NULL && req->route->pool != NULL &&
+	       !pin_may_dispatch(req, req->route->pool);
 }
 
 void pin_refuse_timeout(struct request *req)
@@ -99,12 +102,12 @@ void pin_refuse_timeout(struct request *req)
 	char why[300], msg[600];
 
 	STAT_INC(lb_pin_refusals);
-	if (req->owner == NULL || !pin_no_room(req->owner, req->pool, why, sizeof(why)))
+	if (req->owner == NULL || !pin_no_room(req->owner, req->route->pool, why, sizeof(why)))
 		snprintf(why, sizeof(why), "no pinned connection ended");
 	snprintf(msg, sizeof(msg),
 		 "mongoplex: load-balanced %s needs a backend connection of its own and %s; "
 		 "waited queue_timeout_ms = %" PRId64 " ms, retry later",
-		 (req->pin_note->op & PIN_OP_TXN_START) ? "transaction" : "cursor", why,
+		 (req->route->pin_note->op & PIN_OP_TXN_START) ? "transaction" : "cursor", why,
 		 g.cfg.queue_timeout_ms);
 	req->ops->error(req, MP_ERR(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED), msg,
 			MP_ERR_LABELS(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED));

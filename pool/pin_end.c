@@ -18,6 +18,7 @@
 #include "core/xalloc.h"
 #include "pool/pin_int.h"
 #include "pool/pool.h"
+#include "pool/route.h"
 #include "pool/server.h"
 
 /* ---- expired pins ----------------------------------------------------- */
@@ -53,10 +54,10 @@ static int expired_find(uint64_t owner_id, int64_t id)
 /* A getMore of an expired cursor: answered 43 with the reason. */
 bool pin_expired_refuse(struct request *req)
 {
-	const struct pin_note *n = req->pin_note;
+	const struct pin_note *n = req->route->pin_note;
 	char msg[400];
 
-	if (req->owner == NULL || req->pin != NULL || !(n->op & PIN_OP_GETMORE) ||
+	if (req->owner == NULL || req->route->pin != NULL || !(n->op & PIN_OP_GETMORE) ||
 	    expired_find(req->owner->id, n->cursor) < 0)
 		return false;
 	snprintf(msg, sizeof(msg),

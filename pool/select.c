@@ -14,6 +14,7 @@
 #include "pool/batch.h"
 #include "pool/pool.h"
 #include "pool/readpref.h"
+#include "pool/route.h"
 #include "pool/topology.h"
 
 /* The transaction pin table: (lsid, txnNumber) -> member. Bounded; the
@@ -76,7 +77,7 @@ static int pin_new(const uint8_t lsid[16], int64_t txn)
 
 static void note_txn(struct request *req)
 {
-	const struct req_session *ss = &req->session;
+	const struct req_session *ss = &req->route->session;
 	int slot;
 
 	if (!ss->has_lsid_uuid || !ss->txn_numeric)
@@ -85,33 +86,33 @@ static void note_txn(struct request *req)
 	if (slot < 0)
 		slot = pin_new(ss->lsid_uuid, ss->txn_number);
 	pins[slot].used_usec = g.now_usec;
-	req->txn_pin = slot + 1;
+	req->route->txn_pin = slot + 1;
 	if (pins[slot].pool != NULL)
-		req->route_pool = pins[slot].pool;
+		req->route->route_pool = pins[slot].pool;
 }
 
 void select_note(struct request *req, bool in_txn)
 {
-	const struct req_session *ss = &req->session;
+	const struct req_session *ss = &req->route->session;
 
 	if (!topology_active())
 		return;
 	if (in_txn)
 		note_txn(req);
 	if (ss->read_pref_doc != NULL) { /* copied: the body goes away */
-		req->read_pref = bson_new_from_data(ss->read_pref_doc, ss->read_pref_len);
-		if (req->read_pref != NULL) {
+		req->route->read_pref = bson_new_from_data(ss->read_pref_doc, ss->read_pref_len);
+		if (req->route->read_pref != NULL) {
 			struct readpref rp;
 			const char *why;
 
-			if (!readpref_parse(req->read_pref, &rp, &why))
+			if (!readpref_parse(req->route->read_pref, &rp, &why))
 				log_debug(
 				    "invalid $readPreference (%s): sent to the primary, which "
 				    "answers it",
 				    why);
 			if (rp.mode == READPREF_PRIMARY) { /* the default: nothing to keep */
-				bson_destroy(req->read_pref);
-				req->read_pref = NULL;
+				bson_destroy(req->route->read_pref);
+				req->route->read_pref = NULL;
 			}
 		}
 	}
@@ -273,14 +274,14 @@ struct pool *select_pool(struct request *req)
 	struct readpref rp;
 	struct pool *p;
 
-	if (req->route_pool != NULL)
-		return req->route_pool;
+	if (req->route->route_pool != NULL)
+		return req->route->route_pool;
 	const char *why;
 
-	readpref_parse(req->read_pref, &rp, &why);
+	readpref_parse(req->route->read_pref, &rp, &why);
 	p = choose(&rp);
-	if (p != NULL && req->txn_pin > 0 && pins[req->txn_pin - 1].pool == NULL)
-		pins[req->txn_pin - 1].pool = p; /* the transaction's first command */
+	if (p != NULL && req->route->txn_pin > 0 && pins[req->route->txn_pin - 1].pool == NULL)
+		pins[req->route->txn_pin - 1].pool = p; /* the transaction's first command */
 	return p;
 }
 
@@ -331,7 +332,7 @@ static void fail_selection(struct request *req)
 
 	const char *why;
 
-	readpref_parse(req->read_pref, &rp, &why);
+	readpref_parse(req->route->read_pref, &rp, &why);
 	STAT_INC(refused_no_member);
 	snprintf(msg, sizeof(msg),
 		 "mongoplex: no replica set member can serve read preference %s within %" PRId64

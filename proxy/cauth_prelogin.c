@@ -17,6 +17,7 @@
 #include "core/request.h"
 #include "core/scram_msg.h"
 #include "core/stats.h"
+#include "pool/route.h"
 #include "proxy/cauth.h"
 #include "proxy/cauth_int.h"
 #include "proxy/cauth_query.h"
@@ -71,8 +72,8 @@ bool cauth_admit(struct client *c, struct request *req, const bson_t *body,
 	if (!cauth_enabled())
 		return true;
 	if (c->auth != NULL && c->auth->authed && c->auth->pu != NULL) {
-		req->user = c->auth->pu; /* per_user: runs as the client's user */
-		return true;		 /* connectionStatus too: the backend's view */
+		req->route->user = c->auth->pu; /* per_user: runs as the client's user */
+		return true;			/* connectionStatus too: the backend's view */
 	}
 	if (strcmp(ri->cmd, "connectionStatus") == 0) {
 		STAT_INC(requests_local);

@@ -40,6 +40,8 @@
 #include "core/handshake.h"
 #include "core/stats.h"
 #include "core/wire.h"
+#include "pool/route.h"
+#include "proxy/client_req.h"
 
 /* Reply built here, for a message that never became a queued request. */
 static void reply_doc(struct client *c, int32_t response_to, bool legacy, const bson_t *doc)
@@ -75,11 +77,11 @@ void client_answer_hello(struct request *req, const struct backend_info *bi)
 		request_done(req);
 		return;
 	}
-	if (handshake_client_reply(req->hello_cmd, req->cmd, bi, (int64_t)c->id, !c->hello_seen,
-				   &reply)) {
+	if (handshake_client_reply(req->client->hello_cmd, req->cmd, bi, (int64_t)c->id,
+				   !c->hello_seen, &reply)) {
 		c->hello_seen = true;
-		ccomp_hello(c, req->hello_cmd, &reply);
-		cauth_extend_hello(c, req->hello_cmd, &reply);
+		ccomp_hello(c, req->client->hello_cmd, &reply);
+		cauth_extend_hello(c, req->client->hello_cmd, &reply);
 	} else {
 		STAT_INC(requests_errors);
 	}
@@ -102,7 +104,7 @@ static void handle_hello(struct client *c, struct request *req, const bson_t *bo
 {
 	struct pool *p = pool_target();
 
-	req->hello_cmd = bson_copy(body);
+	req->client->hello_cmd = bson_copy(body);
 	if (!c->hello_seen) {
 		pin_note_hello(&c->owner, body); /* loadBalanced: true (pool/pin.c) */
 		note_app_name(c, body);
@@ -192,7 +194,7 @@ static void forward(struct client *c, struct evbuffer **bufp, uint8_t *data, siz
 {
 	size_t newlen;
 
-	req->session = ri->session;	      /* parsed once by the router */
+	req->route->session = ri->session;    /* parsed once by the router */
 	pin_route(req, &m->body, ri->in_txn); /* load-balanced clients (pool/pin.c) */
 	if (ri->cursor_op && cursor_admit(req, m))
 		return; /* not this client's cursor: answered by proxy/cursor.c */
@@ -211,7 +213,7 @@ static void forward(struct client *c, struct evbuffer **bufp, uint8_t *data, siz
 	membound_add((int64_t)req->held_bytes);
 	select_note(req, ri->in_txn); /* replica sets: read preference, pin */
 	if (ri->is_find && !ri->in_txn && g.cfg.batching && may_batch(c, req) &&
-	    req->read_pref == NULL /* merged lookups all go to the primary */ &&
+	    req->route->read_pref == NULL /* merged lookups all go to the primary */ &&
 	    batch_try_submit(req, &m->body))
 		return;
 	pool_submit(req);
