@@ -23,8 +23,9 @@
  * and the proxy's own killCursors (proxy/cursor.c).
  *
  * Callbacks (`ops`), set by whoever creates the request: the client
- * (proxy/client_ops.c), the batcher for the merged query and for its
- * members. The pool and the servers reach the request only through them.
+ * (proxy/client_ops.c), the batcher for its merged query; set once at
+ * creation, never swapped (a batch member keeps its client's ops). The
+ * pool and the servers reach the request only through them.
  */
 #pragma once
 

@@ -41,7 +41,7 @@
 #include "core/wire.h"
 #include "pool/route.h"
 
-static const struct request_ops batch_ops, member_ops;
+static const struct request_ops batch_ops;
 
 static TAILQ_HEAD(, batch) open_batches = TAILQ_HEAD_INITIALIZER(open_batches);
 static uint64_t next_batch_id = 1;
@@ -66,7 +66,7 @@ static struct lookup *lookup_new(const bson_t *body)
 	return lk;
 }
 
-static void lookup_free(struct lookup *lk)
+void batch_lookup_free(struct lookup *lk)
 {
 	if (lk == NULL)
 		return;
@@ -264,8 +264,6 @@ static struct batch *batch_open(const struct key_parts *kp, const char *db, cons
 
 static void add_member(struct batch *b, struct request *req)
 {
-	req->route->lookup->own_ops = req->ops;
-	req->ops = &member_ops;
 	req->route->batch = b;
 	req->enqueued_usec = g.now_usec;
 	request_set_state(req, REQ_BATCHED, &b->members);
@@ -327,7 +325,8 @@ static bool probe(struct request *req, const bson_t *body, struct probe *pr)
 	bson_strncpy(pr->coll, coll, sizeof(pr->coll));
 	req->route->lookup = lookup_new(body);
 	if (too_big_to_merge(req->route->lookup, pr->db, pr->coll)) {
-		lookup_free(req->route->lookup); /* its own documents would not fit one reply */
+		batch_lookup_free(
+		    req->route->lookup); /* its own documents would not fit one reply */
 		req->route->lookup = NULL;
 		return false; /* forward */
 	}
@@ -355,7 +354,7 @@ static struct batch *join_or_open(struct request *req, const bson_t *body, const
 	if (b != NULL)
 		return b;
 	if (pr->idle && g.cfg.batch_max_wait_us == 0) {
-		lookup_free(req->route->lookup);
+		batch_lookup_free(req->route->lookup);
 		req->route->lookup = NULL;
 		return NULL;
 	}
@@ -481,12 +480,13 @@ void batch_seal(struct request *req)
 		  b->members.n, b->nuniq);
 }
 
-/* A member (off its batch already) becomes its creator's request again. */
+/* A member (off its batch already) becomes an ordinary request again: its
+ * callbacks never changed (a member is its client's request, REQ_BATCHED);
+ * only its batch and ids go. */
 void batch_member_restore(struct request *m)
 {
-	m->ops = m->route->lookup->own_ops;
 	m->route->batch = NULL;
-	lookup_free(m->route->lookup);
+	batch_lookup_free(m->route->lookup);
 	m->route->lookup = NULL;
 }
 
@@ -555,29 +555,4 @@ static const struct request_ops batch_ops = {
     .reply_too_big = batch_reply_discarded,
     .error = batch_fail,
     .network_error = batch_network_error,
-};
-
-/* A member whose client went away stays in its batch (its ids may already be
- * in the merged query) and is dropped when the batch is answered. */
-static void member_abandon(struct request *m)
-{
-	(void)m;
-}
-
-static void member_release(struct request *m)
-{
-	const struct request_ops *own = m->route->lookup->own_ops;
-
-	lookup_free(m->route->lookup);
-	m->route->lookup = NULL;
-	if (own->release != NULL)
-		own->release(m);
-}
-
-static const struct request_ops member_ops = {
-    .name = "lookup",
-    .error = request_fail,
-    .network_error = request_fail_network,
-    .abandon = member_abandon,
-    .release = member_release,
 };

@@ -8,8 +8,9 @@
  *   sent to a backend / freed ─▶ its message bytes leave the memory bound
  *
  * Rules: requests of a client (and the proxy's own killCursors, which have
- * no owner) run `client_request_ops`; the batcher swaps in its own while a
- * lookup is a member of a batch and puts these back when it leaves.
+ * no owner) run `client_request_ops` for their whole life, also while one
+ * is a member of a batch (REQ_BATCHED: nothing of these runs then but
+ * abandon, which leaves it in its batch, and release).
  */
 #include "proxy/client.h"
 
