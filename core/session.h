@@ -9,8 +9,10 @@
  * bson_iter_init_find gave the readers before); a key of the wrong type is
  * as if absent, except that txnNumber of any type still makes has_txn (the
  * router's classification: in a transaction / a retryable write) with
- * txn_numeric false. lsid_uuid is set only for an lsid document whose
- * first `id` is binary subtype 4 of exactly 16 bytes.
+ * txn_numeric false. lsid_uuid is read only for a command with a
+ * txnNumber (it routes transactions and nothing else: pool/select.c), and
+ * set only for an lsid document whose first `id` is binary subtype 4 of
+ * exactly 16 bytes.
  *
  * The two document pointers point into the message body: valid only while
  * the request is being routed (client_msg.c forward()); whoever keeps

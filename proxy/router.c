@@ -111,16 +111,13 @@ static bool truthy(const struct bsonval_it *it)
 	}
 }
 
-/* lsid: a document; its first `id`, binary subtype 4 of 16 bytes, is the
- * session's UUID. The document lies inside the validated body. */
-static void read_lsid(const struct bsonval_it *it, struct req_session *s)
+/* lsid's first `id`, binary subtype 4 of 16 bytes, is the session's UUID
+ * (the lsid document lies inside the validated body). */
+static void read_lsid_uuid(struct req_session *s)
 {
 	struct bsonval_it sub;
 
-	s->has_lsid = true;
-	s->lsid_doc = it->value;
-	s->lsid_len = (uint32_t)it->vlen;
-	bsonval_it_init(&sub, it->value);
+	bsonval_it_init(&sub, s->lsid_doc);
 	while (bsonval_it_next(&sub)) {
 		if (strcmp(sub.key, "id") != 0)
 			continue;
@@ -134,36 +131,55 @@ static void read_lsid(const struct bsonval_it *it, struct req_session *s)
 	}
 }
 
-/* The session keys, first occurrence of each (see core/session.h). */
+enum { K_LSID = 1, K_TXN = 2, K_START = 4, K_AUTOCOMMIT = 8, K_READPREF = 16 };
+
+/* The session keys, first occurrence of each (see core/session.h); one
+ * string compare per key at most, and none for other keys' first two bytes. */
 static void read_session_key(const struct bsonval_it *it, struct req_session *s, unsigned *seen)
 {
 	const char *k = it->key;
-	enum { K_LSID = 1, K_TXN = 2, K_START = 4, K_AUTOCOMMIT = 8, K_READPREF = 16 };
 
-	if (strcmp(k, "lsid") == 0) {
-		if (!(*seen & K_LSID) && it->type == BSON_TYPE_DOCUMENT)
-			read_lsid(it, s);
+	switch (k[0]) {
+	case 'l':
+		if (k[1] != 's' || strcmp(k, "lsid") != 0 || (*seen & K_LSID))
+			return;
 		*seen |= K_LSID;
-	} else if (strcmp(k, "txnNumber") == 0) {
-		if (!(*seen & K_TXN)) {
-			s->has_txn = true;
-			s->txn_numeric = read_number(it, &s->txn_number);
+		if (it->type == BSON_TYPE_DOCUMENT) {
+			s->has_lsid = true;
+			s->lsid_doc = it->value;
+			s->lsid_len = (uint32_t)it->vlen;
 		}
+		return;
+	case 't':
+		if (k[1] != 'x' || strcmp(k, "txnNumber") != 0 || (*seen & K_TXN))
+			return;
 		*seen |= K_TXN;
-	} else if (strcmp(k, "startTransaction") == 0) {
-		if (!(*seen & K_START))
-			s->start_txn = truthy(it);
+		s->has_txn = true;
+		s->txn_numeric = read_number(it, &s->txn_number);
+		return;
+	case 's':
+		if (k[1] != 't' || strcmp(k, "startTransaction") != 0 || (*seen & K_START))
+			return;
 		*seen |= K_START;
-	} else if (strcmp(k, "autocommit") == 0) {
-		if (!(*seen & K_AUTOCOMMIT))
-			s->autocommit_false = it->type == BSON_TYPE_BOOL && it->value[0] == 0;
+		s->start_txn = truthy(it);
+		return;
+	case 'a':
+		if (k[1] != 'u' || strcmp(k, "autocommit") != 0 || (*seen & K_AUTOCOMMIT))
+			return;
 		*seen |= K_AUTOCOMMIT;
-	} else if (strcmp(k, "$readPreference") == 0) {
-		if (!(*seen & K_READPREF) && it->type == BSON_TYPE_DOCUMENT) {
+		s->autocommit_false = it->type == BSON_TYPE_BOOL && it->value[0] == 0;
+		return;
+	case '$':
+		if (k[1] != 'r' || strcmp(k, "$readPreference") != 0 || (*seen & K_READPREF))
+			return;
+		*seen |= K_READPREF;
+		if (it->type == BSON_TYPE_DOCUMENT) {
 			s->read_pref_doc = it->value;
 			s->read_pref_len = (uint32_t)it->vlen;
 		}
-		*seen |= K_READPREF;
+		return;
+	default:
+		return;
 	}
 }
 
@@ -184,13 +200,17 @@ bool router_classify(const bson_t *body, struct route_info *ri)
 	do {
 		const char *k = it.key;
 
-		if (k[0] != '$' && k[0] != 't' && k[0] != 'a' && k[0] != 'l' && k[0] != 's')
-			continue; /* none of the keys below: no string compares */
-		if (strcmp(k, "$db") == 0 && it.type == BSON_TYPE_UTF8)
-			ri->db = (const char *)it.value + 4;
-		else
+		if (k[0] == '$' && k[1] == 'd' && strcmp(k, "$db") == 0) {
+			if (it.type == BSON_TYPE_UTF8)
+				ri->db = (const char *)it.value + 4;
+		} else {
 			read_session_key(&it, s, &seen);
+		}
 	} while (bsonval_it_next(&it));
+	/* The session's UUID routes transactions only (select.c's member pin):
+	 * read for commands with a txnNumber. */
+	if (s->has_lsid && s->has_txn)
+		read_lsid_uuid(s);
 
 	ri->route = route_for(ri->cmd);
 	/* Any case: some servers (mongo-java-server) match command names so. */

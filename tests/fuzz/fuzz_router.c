@@ -11,8 +11,9 @@
  * sees it). Checked against libbson's first-occurrence reading
  * (bson_iter_init_find, what select.c and pin.c did before):
  *  - has_lsid <=> the first lsid is a document; lsid_doc/lsid_len are that
- *    document's bytes, inside the body; has_lsid_uuid <=> its first id is
- *    binary subtype 4 of 16 bytes, and lsid_uuid are those bytes;
+ *    document's bytes, inside the body; has_lsid_uuid <=> txnNumber is
+ *    present and the lsid's first id is binary subtype 4 of 16 bytes, and
+ *    lsid_uuid are those bytes;
  *  - has_txn <=> txnNumber present; txn_numeric => it holds a number and
  *    txn_number == bson_iter_as_int64 of it;
  *  - start_txn == bson_iter_as_bool of the first startTransaction;
@@ -74,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_doc(&body, "lsid", s->lsid_doc, s->lsid_len);
 	if (s->has_lsid != (s->lsid_doc != NULL))
 		abort();
-	if (s->has_lsid) {
+	if (s->has_lsid && s->has_txn) {
 		bool uuid = false;
 		bson_iter_init_find(&it, &body, "lsid");
 		if (bson_iter_recurse(&it, &sub) && bson_iter_find(&sub, "id") &&

@@ -196,7 +196,7 @@ Test(router, long_command_name_truncated_safely)
 
 static const uint8_t uuid[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
 
-/* {find: "c", lsid: {id: UUID}, $db: "test"} with the lsid appended by `add_lsid`. */
+/* lsid = {id: UUID}. */
 static void lsid_doc(bson_t *lsid)
 {
 	bson_init(lsid);
@@ -280,6 +280,7 @@ Test(router_session, lsid_id_not_a_uuid)
 			BSON_APPEND_INT32(&lsid, "uid", 1);
 		BSON_APPEND_UTF8(&body, "find", "c");
 		BSON_APPEND_DOCUMENT(&body, "lsid", &lsid);
+		BSON_APPEND_INT64(&body, "txnNumber", 1); /* the UUID is read with one */
 		BSON_APPEND_UTF8(&body, "$db", "test");
 		cr_assert(router_classify(&body, &ri));
 		cr_assert(ri.session.has_lsid, "shape %d: still a document", shape);
@@ -287,6 +288,23 @@ Test(router_session, lsid_id_not_a_uuid)
 		bson_destroy(&lsid);
 		bson_destroy(&body);
 	}
+}
+
+Test(router_session, lsid_uuid_read_with_a_txn_number_only)
+{
+	bson_t body = BSON_INITIALIZER, lsid;
+	struct route_info ri;
+
+	lsid_doc(&lsid);
+	BSON_APPEND_UTF8(&body, "find", "c");
+	BSON_APPEND_DOCUMENT(&body, "lsid", &lsid);
+	BSON_APPEND_UTF8(&body, "$db", "test");
+	cr_assert(router_classify(&body, &ri));
+	cr_assert(ri.session.has_lsid && !ri.session.has_lsid_uuid,
+		  "no transaction, no routing by session: its id is not read");
+	cr_assert_eq(ri.session.lsid_len, lsid.len);
+	bson_destroy(&lsid);
+	bson_destroy(&body);
 }
 
 Test(router_session, txn_number_not_a_number)
