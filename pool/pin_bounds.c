@@ -17,19 +17,6 @@
 #include "pool/pool.h"
 #include "pool/route.h"
 
-bool pin_wants(const struct request *req)
-{
-	return req->route->pin == NULL && req->route->pin_note != NULL &&
-	       (req->route->pin_note->op & PIN_OP_WANT);
-}
-
-/* A cursor-opening command not routed to a pin (it may open a new one). */
-bool pin_may_open(const struct request *req)
-{
-	return req->route->pin == NULL && req->route->pin_note != NULL &&
-	       (req->route->pin_note->op & PIN_OP_OPEN);
-}
-
 bool pin_pool_room(struct pool *p)
 {
 	return pool_gate(GATE_PIN, p, NULL, NULL);

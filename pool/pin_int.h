@@ -9,6 +9,7 @@
 
 #include "core/request.h"
 #include "pool/pin.h"
+#include "pool/route.h"
 #include "pool/waitq.h"
 
 /* One thing a pin holds: a cursor (id, ns) or a transaction (lsid, txn). */
@@ -59,10 +60,19 @@ bool pin_expired_refuse(struct request *req);
 /* pin_end.c: queue a killCursors of cursor `id` in `ns` ("db.coll") on the
  * pinned connection (a proxy cleanup command, no owner). */
 void pin_queue_kill(struct lb_pin *pin, int64_t id, const char *ns);
-/* pin_bounds.c: the request wants a connection of its own (a new pin). */
-bool pin_wants(const struct request *req);
+/* The request wants a connection of its own (a new pin). */
+static inline bool pin_wants(const struct request *req)
+{
+	return req->route->pin == NULL && req->route->pin_note != NULL &&
+	       (req->route->pin_note->op & PIN_OP_WANT);
+}
 /* A cursor-opening command not routed to a pin (it may open a new one). */
-bool pin_may_open(const struct request *req);
+static inline bool pin_may_open(const struct request *req)
+{
+	return req->route->pin == NULL && req->route->pin_note != NULL &&
+	       (req->route->pin_note->op & PIN_OP_OPEN);
+}
+/* pin_bounds.c: */
 /* Room for one more pin in `p` (the gate's GATE_PIN). */
 bool pin_pool_room(struct pool *p);
 /* o's identity may hold one more pin. */

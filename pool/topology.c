@@ -22,23 +22,18 @@
  * here as RSOther (serves nothing).
  */
 #include "pool/topology.h"
-#include "pool/topology_monitor.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
-#include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
 #include <mongoc/mongoc.h>
 
-#include "core/xalloc.h"
 #include "core/globals.h"
 #include "core/log.h"
+#include "pool/topology_monitor.h"
 
 static bool active;
 static int pipefd[2] = {-1, -1};

@@ -9,13 +9,11 @@
  * --scram-secret are cauth_cli.c; they share cauth_int.h.
  */
 #include "proxy/cauth.h"
-#include "proxy/cauth_int.h"
 
 #include <openssl/crypto.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "core/errors.h"
 #include "core/xalloc.h"
@@ -26,6 +24,7 @@
 #include "core/scram_msg.h"
 #include "core/stats.h"
 #include "pool/pool_users.h"
+#include "proxy/cauth_int.h"
 #include "proxy/cauth_query.h"
 #include "proxy/client.h"
 #include "proxy/cursor.h"
