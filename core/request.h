@@ -6,13 +6,13 @@
  * every move at debug; nothing else touches `queue_link`):
  *   REQ_NEW         on no list: being routed, or a batch waiting for its timer
  *   REQ_QUEUED      waiting for a backend connection: on one wait queue
- *                   (`waitq`, pool/waitq.h: a pool's, a sticky server's,
- *                   the replica set's member wait, a load-balanced pin's)
+ *                   (`route->waitq`, pool/waitq.h: a pool's, a sticky
+ *                   server's, the replica set's member wait, a pin's)
  *   REQ_HELLO_WAIT  a handshake waiting for the first backend hello
  *                   (pool->hello_waiters)
  *   REQ_BATCHED     a lookup, member of a batch (batch->members, pool/batch.c)
- *   REQ_RUNNING     sent to a backend (`server`); the module's own list
- *   REQ_LOCAL       answered by the proxy itself; the module's own list
+ *   REQ_RUNNING     sent to a backend (`route->server`): request.c's `running`
+ *   REQ_LOCAL       answered by the proxy itself: request.c's `local`
  * Counts per state, per owner and per owner phase are kept by
  * request_set_state from these lists (request_count, request_owner_phases).
  *
