@@ -26,12 +26,15 @@
 #include "pool/batch.h"
 #include "pool/pin.h"
 #include "pool/pool.h"
+#include "pool/pool_users.h"
+#include "pool/route.h"
 #include "pool/select.h"
 #include "proxy/admin.h"
 #include "proxy/awaithello.h"
 #include "proxy/cauth.h"
 #include "proxy/client.h"
 #include "proxy/client_compress.h"
+#include "proxy/client_req.h"
 #include "proxy/cursor.h"
 #include "proxy/membound.h"
 #include "proxy/proxy.h"
@@ -40,8 +43,6 @@
 #include "core/handshake.h"
 #include "core/stats.h"
 #include "core/wire.h"
-#include "pool/route.h"
-#include "proxy/client_req.h"
 
 /* Reply built here, for a message that never became a queued request. */
 static void reply_doc(struct client *c, int32_t response_to, bool legacy, const bson_t *doc)
@@ -258,7 +259,7 @@ static void handle_op_msg(struct client *c, struct evbuffer **bufp, uint8_t *dat
 		handle_local(c, &m, &ri, req);
 		return;
 	}
-	if (!sessionwide_admit(req, &m.body, &ri))
+	if (!sessionwide_admit(req, &m.body, &ri, !cauth_enabled() || !pool_users_enabled()))
 		return; /* other clients' sessions through a shared identity */
 	forward(c, bufp, data, len, &m, &ri, req);
 }

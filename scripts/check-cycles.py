@@ -29,7 +29,7 @@ LAYERS = ("pool", "proxy")
 # tolerated up to this size so that the check stops them growing: lower a
 # figure whenever a circle shrinks, drop it when the layer passes at --max.
 # --strict ignores it (the self-test, and the goal).
-KNOWN = {"pool": 14, "proxy": 13}
+KNOWN = {"pool": 14, "proxy": 12}
 
 
 def find_objects(build):
