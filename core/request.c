@@ -81,9 +81,42 @@ void request_owner_init(struct request_owner *o, uint64_t id, const struct reque
 	TAILQ_INIT(&o->pins);
 }
 
+/* The layers' parts, laid out after the request (request_part_set). */
+static struct request_part parts[REQUEST_NPARTS];
+static size_t part_off[REQUEST_NPARTS], request_size = sizeof(struct request);
+
+#define PART_ALIGN 16
+
+static size_t align_up(size_t n)
+{
+	return (n + PART_ALIGN - 1) & ~(size_t)(PART_ALIGN - 1);
+}
+
+void request_part_set(enum request_part_id id, const struct request_part *part)
+{
+	size_t off = align_up(sizeof(struct request));
+
+	parts[id] = *part;
+	for (int i = 0; i < REQUEST_NPARTS; i++) {
+		part_off[i] = parts[i].size > 0 ? off : 0;
+		off += align_up(parts[i].size);
+	}
+	request_size = off;
+}
+
+static void *part_of(const struct request *req, int i)
+{
+	return i == REQUEST_PART_ROUTE ? (void *)req->route : (void *)req->client;
+}
+
 struct request *request_new(struct request_owner *owner, const struct request_ops *ops)
 {
-	struct request *req = xcalloc(1, sizeof(*req));
+	struct request *req = xcalloc(1, request_size);
+
+	if (part_off[REQUEST_PART_ROUTE] != 0)
+		req->route = (struct req_route *)((char *)req + part_off[REQUEST_PART_ROUTE]);
+	if (part_off[REQUEST_PART_CLIENT] != 0)
+		req->client = (struct req_client *)((char *)req + part_off[REQUEST_PART_CLIENT]);
 
 	req->id = next_request_id++;
 	req->ops = ops;
@@ -208,10 +241,9 @@ void request_free(struct request *req)
 	leave_list(req);
 	state_count[req->state]--;
 	evpool_put(req->msg);
-	if (req->hello_cmd != NULL)
-		bson_destroy(req->hello_cmd);
-	if (req->read_pref != NULL)
-		bson_destroy(req->read_pref);
+	for (int i = 0; i < REQUEST_NPARTS; i++)
+		if (parts[i].fini != NULL && part_of(req, i) != NULL)
+			parts[i].fini(req);
 	if (req->internal_reply != NULL)
 		req->internal_reply(req->internal_arg, NULL);
 	free(req);

@@ -6,13 +6,13 @@
  * every move at debug; nothing else touches `queue_link`):
  *   REQ_NEW         on no list: being routed, or a batch waiting for its timer
  *   REQ_QUEUED      waiting for a backend connection: on one wait queue
- *                   (`waitq`, pool/waitq.h: a pool's, a sticky server's,
- *                   the replica set's member wait, a load-balanced pin's)
+ *                   (`route->waitq`, pool/waitq.h: a pool's, a sticky
+ *                   server's, the replica set's member wait, a pin's)
  *   REQ_HELLO_WAIT  a handshake waiting for the first backend hello
  *                   (pool->hello_waiters)
  *   REQ_BATCHED     a lookup, member of a batch (batch->members, pool/batch.c)
- *   REQ_RUNNING     sent to a backend (`server`); the module's own list
- *   REQ_LOCAL       answered by the proxy itself; the module's own list
+ *   REQ_RUNNING     sent to a backend (`route->server`): request.c's `running`
+ *   REQ_LOCAL       answered by the proxy itself: request.c's `local`
  * Counts per state, per owner and per owner phase are kept by
  * request_set_state from these lists (request_count, request_owner_phases).
  *
@@ -23,8 +23,9 @@
  * and the proxy's own killCursors (proxy/cursor.c).
  *
  * Callbacks (`ops`), set by whoever creates the request: the client
- * (proxy/client_ops.c), the batcher for the merged query and for its
- * members. The pool and the servers reach the request only through them.
+ * (proxy/client_ops.c), the batcher for its merged query; set once at
+ * creation, never swapped (a batch member keeps its client's ops). The
+ * pool and the servers reach the request only through them.
  */
 #pragma once
 
@@ -35,18 +36,12 @@
 #include "core/list.h"
 
 struct server;
-struct pool;
-struct batch;
-struct lookup;
-struct pool_user;
-struct cursor_note;
 struct wire_msg;
-struct backend_info;
 struct request;
 struct request_owner;
 struct lb_pin;
-struct pin_note;
-struct waitq;
+struct req_route;
+struct req_client;
 
 enum request_state {
 	REQ_NEW,
@@ -138,7 +133,6 @@ struct request {
 	TAILQ_ENTRY(request) client_link;
 	TAILQ_ENTRY(request) queue_link;
 	struct request_queue *queue; /* the list it is on, NULL: none */
-	struct waitq *waitq;	     /* REQ_QUEUED: the wait queue it is on (pool/waitq.h) */
 	size_t held_bytes;	     /* message bytes counted in the memory bound until sent */
 	struct evbuffer *msg;	     /* message to send, header included */
 	int32_t client_request_id;   /* the client's requestID (our reply's responseTo) */
@@ -148,33 +142,13 @@ struct request {
 	bool sent;		     /* bytes handed to a backend: may have executed */
 	bool legacy_reply;	     /* answer with OP_REPLY (legacy OP_QUERY handshake) */
 	int8_t reply_compressor;     /* request came OP_COMPRESSED with this id; -1: it did not */
-	uint64_t round;		     /* fair-queuing round (pool_dispatch.c) */
 	uint64_t enqueued_usec;
-	uint64_t started_usec;
-	struct pool *pool;
-	struct server *server;
 	char cmd[64];
-	bson_t *hello_cmd; /* REQ_HELLO_WAIT: the client's command, kept */
-	/* REQ_HELLO_WAIT: answers it once the backend's limits are known */
-	void (*hello_answer)(struct request *req, const struct backend_info *bi);
-	struct batch *batch;	    /* the batch it runs (merged query) or belongs to */
-	int ids;		    /* a lookup's or merged query's ids (pool/limit.h), 0: other */
-	struct lookup *lookup;	    /* REQ_BATCHED: its ids (pool/batch.c) */
-	struct cursor_note *cursor; /* proxy/cursor.c: what its reply updates in the cursor table */
-	/* pool/select.c (replica sets): the member it must go to (its cursor's,
-	 * its transaction's), its $readPreference (NULL: primary), its slot + 1
-	 * in the transaction pin table. */
-	struct pool *route_pool;
-	/* auth_pool_mode = per_user: the logged-in user it runs as (pool/
-	 * pool_users.h; the owner or batch holds the reference), NULL: the
-	 * proxy's own identity. */
-	struct pool_user *user;
-	bson_t *read_pref;
-	int txn_pin;
-	/* pool/pin.c (load-balanced clients): the pinned connection it runs on
-	 * or waits for (REQ_QUEUED on the pin's queue), and its routing note. */
-	struct lb_pin *pin;
-	struct pin_note *pin_note;
+	/* The layers' own parts (request_part_set), allocated with the request
+	 * and freed by their layer; core never reads inside them. NULL: that
+	 * layer registered no part (unit tests of core alone). */
+	struct req_route *route;   /* pool/route.h: where it goes, what it waits on */
+	struct req_client *client; /* proxy/client_req.h: the client side's notes */
 	/* A request the proxy makes itself (no client; proxy/cauth_query.c): its
 	 * reply, or the error the proxy would have answered, goes here once;
 	 * NULL reply: abandoned unanswered. */
@@ -183,6 +157,18 @@ struct request {
 };
 
 void request_owner_init(struct request_owner *o, uint64_t id, const struct request_owner_ops *ops);
+
+/* A layer's part of every request: `size` bytes, zeroed, allocated with
+ * the request (req->route: REQUEST_PART_ROUTE, req->client:
+ * REQUEST_PART_CLIENT); `fini` releases what the layer attached, when the
+ * request is freed (after ops->release). Set once, before the first
+ * request that needs it (proxy/client_ops.c sets both). */
+enum request_part_id { REQUEST_PART_ROUTE, REQUEST_PART_CLIENT, REQUEST_NPARTS };
+struct request_part {
+	size_t size;
+	void (*fini)(struct request *req);
+};
+void request_part_set(enum request_part_id id, const struct request_part *part);
 
 /* A new request in REQ_NEW, appended to `owner`'s requests (owner may be NULL). */
 struct request *request_new(struct request_owner *owner, const struct request_ops *ops);

@@ -40,8 +40,9 @@
 #include "core/globals.h"
 #include "core/stats.h"
 #include "core/wire.h"
+#include "pool/route.h"
 
-static const struct request_ops batch_ops, member_ops;
+static const struct request_ops batch_ops;
 
 static TAILQ_HEAD(, batch) open_batches = TAILQ_HEAD_INITIALIZER(open_batches);
 static uint64_t next_batch_id = 1;
@@ -66,7 +67,7 @@ static struct lookup *lookup_new(const bson_t *body)
 	return lk;
 }
 
-static void lookup_free(struct lookup *lk)
+void batch_lookup_free(struct lookup *lk)
 {
 	if (lk == NULL)
 		return;
@@ -177,8 +178,8 @@ void batch_free(struct batch *b)
 	bson_destroy(&b->extra);
 	free(b->key);
 	free(b);
-	req->batch = NULL;
-	pool_user_put(req->user); /* per_user: the batch's reference */
+	req->route->batch = NULL;
+	pool_user_put(req->route->user); /* per_user: the batch's reference */
 	request_free(req);
 }
 
@@ -215,14 +216,14 @@ int32_t batch_reply_size(const struct batch *b, int want)
  * (per_user: lookups of different users are never merged). */
 static struct batch *find_open(const char *key, size_t keylen, const struct request *req)
 {
-	const struct lookup *lk = req->lookup;
+	const struct lookup *lk = req->route->lookup;
 	struct batch *b;
 	bool other_user = false;
 
 	TAILQ_FOREACH(b, &open_batches, open_link) {
 		if (b->keylen != keylen || memcmp(b->key, key, keylen) != 0)
 			continue;
-		if (b->req->user != req->user) {
+		if (b->req->route->user != req->route->user) {
 			other_user = true;
 			continue;
 		}
@@ -257,19 +258,17 @@ static struct batch *batch_open(const struct key_parts *kp, const char *db, cons
 	b->open = true;
 	TAILQ_INSERT_TAIL(&open_batches, b, open_link);
 	b->req = request_new(NULL, &batch_ops);
-	b->req->batch = b;
+	b->req->route->batch = b;
 	memcpy(b->req->cmd, "find", sizeof("find"));
 	return b;
 }
 
 static void add_member(struct batch *b, struct request *req)
 {
-	req->lookup->own_ops = req->ops;
-	req->ops = &member_ops;
-	req->batch = b;
+	req->route->batch = b;
 	req->enqueued_usec = g.now_usec;
 	request_set_state(req, REQ_BATCHED, &b->members);
-	b->nids += req->lookup->ids.n;
+	b->nids += req->route->lookup->ids.n;
 	log_debug("B-%" PRIu64 " %s.%s: C-%" PRIu64 " request %d joins (%d lookups, %d ids)", b->id,
 		  b->db, b->coll, req->owner ? req->owner->id : 0, req->client_request_id,
 		  b->members.n, b->nids);
@@ -303,8 +302,8 @@ static bool probe(struct request *req, const bson_t *body, struct probe *pr)
 	const char *db = NULL, *coll = NULL;
 	struct pool *target = pool_target();
 
-	if (req->user != NULL) /* per_user: the user's pool is the one that matters */
-		target = pool_users_pool(target, req->user);
+	if (req->route->user != NULL) /* per_user: the user's pool is the one that matters */
+		target = pool_users_pool(target, req->route->user);
 	/* free, and the adaptive limit lets a request start (pool/gate.h) */
 	pr->idle = !TAILQ_EMPTY(&target->idle) && pool_gate_room(target);
 	if (why != NULL) {
@@ -312,7 +311,7 @@ static bool probe(struct request *req, const bson_t *body, struct probe *pr)
 			  req->owner ? req->owner->id : 0, req->client_request_id, why);
 		return false;
 	}
-	req->ids = batch_ids_count(body); /* its size for the limit, if forwarded */
+	req->route->ids = batch_ids_count(body); /* its size for the limit, if forwarded */
 	if (pr->idle && g.cfg.batch_max_wait_us == 0 && TAILQ_EMPTY(&open_batches))
 		return false; /* nothing to wait for: forward as is */
 	/* classify checked: the first key is find with a plain name, $db is a
@@ -327,10 +326,11 @@ static bool probe(struct request *req, const bson_t *body, struct probe *pr)
 		return false;
 	bson_strncpy(pr->db, db, sizeof(pr->db));
 	bson_strncpy(pr->coll, coll, sizeof(pr->coll));
-	req->lookup = lookup_new(body);
-	if (too_big_to_merge(req->lookup, pr->db, pr->coll)) {
-		lookup_free(req->lookup); /* its own documents would not fit one reply */
-		req->lookup = NULL;
+	req->route->lookup = lookup_new(body);
+	if (too_big_to_merge(req->route->lookup, pr->db, pr->coll)) {
+		batch_lookup_free(
+		    req->route->lookup); /* its own documents would not fit one reply */
+		req->route->lookup = NULL;
 		return false; /* forward */
 	}
 	return true;
@@ -357,15 +357,15 @@ static struct batch *join_or_open(struct request *req, const bson_t *body, const
 	if (b != NULL)
 		return b;
 	if (pr->idle && g.cfg.batch_max_wait_us == 0) {
-		lookup_free(req->lookup);
-		req->lookup = NULL;
+		batch_lookup_free(req->route->lookup);
+		req->route->lookup = NULL;
 		return NULL;
 	}
 	*fresh = true;
 	b = batch_open(&kp, pr->db, pr->coll);
-	b->req->user = req->user; /* per_user: the batch runs as its members' user */
-	if (b->req->user != NULL)
-		pool_user_ref(b->req->user);
+	b->req->route->user = req->route->user; /* per_user: the batch runs as its members' user */
+	if (b->req->route->user != NULL)
+		pool_user_ref(b->req->route->user);
 	return b;
 }
 
@@ -421,7 +421,7 @@ const struct batch_id_list **batch_member_lists(const struct batch *b)
 	int n = 0;
 
 	TAILQ_FOREACH(m, &b->members.list, queue_link)
-		lists[n++] = &m->lookup->ids;
+		lists[n++] = &m->route->lookup->ids;
 	return lists;
 }
 
@@ -453,7 +453,7 @@ static void build_query(const struct batch *b, const bson_value_t *ids, int n, b
 
 void batch_seal(struct request *req)
 {
-	struct batch *b = req->batch;
+	struct batch *b = req->route->batch;
 	const struct batch_id_list **lists;
 	bson_value_t *all;
 	struct request *m;
@@ -468,7 +468,7 @@ void batch_seal(struct request *req)
 	all = xmalloc(sizeof(*all) * (size_t)(b->nids ? b->nids : 1));
 	lists = batch_member_lists(b);
 	b->nuniq = batch_ids_union(lists, b->members.n, all); /* shallow: lookups own them */
-	req->ids = b->nuniq;
+	req->route->ids = b->nuniq;
 	free(lists);
 	build_query(b, all, b->nuniq, &cmd);
 	free(all);
@@ -484,13 +484,14 @@ void batch_seal(struct request *req)
 		  b->members.n, b->nuniq);
 }
 
-/* A member (off its batch already) becomes its creator's request again. */
+/* A member (off its batch already) becomes an ordinary request again: its
+ * callbacks never changed (a member is its client's request, REQ_BATCHED);
+ * only its batch and ids go. */
 void batch_member_restore(struct request *m)
 {
-	m->ops = m->lookup->own_ops;
-	m->batch = NULL;
-	lookup_free(m->lookup);
-	m->lookup = NULL;
+	m->route->batch = NULL;
+	batch_lookup_free(m->route->lookup);
+	m->route->lookup = NULL;
 }
 
 /* Take a member off its batch, back to its creator's callbacks. */
@@ -513,7 +514,7 @@ void batch_member_run_alone(struct request *m)
 
 void batch_rerun_alone(struct request *req)
 {
-	struct batch *b = req->batch;
+	struct batch *b = req->route->batch;
 	struct request *m;
 
 	close_batch(b);
@@ -527,7 +528,7 @@ void batch_rerun_alone(struct request *req)
 void batch_fail(struct request *req, int code, const char *codename, const char *msg,
 		const char *const *labels)
 {
-	struct batch *b = req->batch;
+	struct batch *b = req->route->batch;
 	struct request *m;
 
 	close_batch(b);
@@ -558,29 +559,4 @@ static const struct request_ops batch_ops = {
     .reply_too_big = batch_reply_discarded,
     .error = batch_fail,
     .network_error = batch_network_error,
-};
-
-/* A member whose client went away stays in its batch (its ids may already be
- * in the merged query) and is dropped when the batch is answered. */
-static void member_abandon(struct request *m)
-{
-	(void)m;
-}
-
-static void member_release(struct request *m)
-{
-	const struct request_ops *own = m->lookup->own_ops;
-
-	lookup_free(m->lookup);
-	m->lookup = NULL;
-	if (own->release != NULL)
-		own->release(m);
-}
-
-static const struct request_ops member_ops = {
-    .name = "lookup",
-    .error = request_fail,
-    .network_error = request_fail_network,
-    .abandon = member_abandon,
-    .release = member_release,
 };

@@ -25,6 +25,9 @@ struct server;
 
 /* Take `req` (a find) into the batcher; false: forward it as is. */
 bool batch_try_submit(struct request *req, const bson_t *body);
+/* A lookup's ids (req->route->lookup), freed with its request (route.c). */
+struct lookup;
+void batch_lookup_free(struct lookup *lk);
 
 /* Build the merged query of a batch about to be sent. */
 void batch_seal(struct request *batch_req);

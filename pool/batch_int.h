@@ -18,11 +18,11 @@
 /* Room left under 16 MB for a reply's envelope. */
 #define REPLY_DOCS_MAX (WIRE_MAX_BSON - 16 * 1024)
 
-/* One requester's ids (copies), sorted and deduplicated, and the callbacks
- * its creator installed (back in place when it leaves the batch). */
+/* One requester's ids (copies), sorted and deduplicated; owned by its
+ * request's route part (freed with it, pool/route.c, or when it leaves its
+ * batch). */
 struct lookup {
 	struct batch_id_list ids;
-	const struct request_ops *own_ops;
 };
 
 #define DB_NAME_MAX   128

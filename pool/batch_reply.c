@@ -22,6 +22,7 @@
 #include "pool/server.h"
 #include "core/globals.h"
 #include "core/stats.h"
+#include "pool/route.h"
 
 static void keep_time(bson_value_t *dst, bool *have, const bson_t *body, const char *key)
 {
@@ -111,7 +112,7 @@ static void send_get_more(struct server *s, struct batch *b)
 /* Answer one member with its documents, in _id order; false if too big. */
 static bool answer_member(struct batch *b, struct request *m, int *idx)
 {
-	int n = batch_ids_docs_for(b->found, b->nfound, &m->lookup->ids, idx);
+	int n = batch_ids_docs_for(b->found, b->nfound, &m->route->lookup->ids, idx);
 	bson_t reply, cursor, arr, doc;
 	char key[16], ns[DB_NAME_MAX + COLL_NAME_MAX];
 	const char *k;
@@ -195,7 +196,7 @@ static void split_and_answer(struct batch *b)
 static void give_up(struct server *s, struct request *req)
 {
 	s->req = NULL;
-	req->server = NULL;
+	req->route->server = NULL;
 	batch_rerun_alone(req);
 	server_release(s);
 }
@@ -203,7 +204,7 @@ static void give_up(struct server *s, struct request *req)
 void batch_on_reply(struct server *s, struct request *req, struct evbuffer *buf, uint8_t *data,
 		    size_t len, const struct wire_msg *m)
 {
-	struct batch *b = req->batch;
+	struct batch *b = req->route->batch;
 
 	(void)buf;
 	(void)data;
@@ -229,7 +230,7 @@ void batch_on_reply(struct server *s, struct request *req, struct evbuffer *buf,
 		return;
 	}
 	s->req = NULL;
-	req->server = NULL;
+	req->route->server = NULL;
 	split_and_answer(b);
 	batch_free(b);
 	server_release(s);
@@ -237,7 +238,7 @@ void batch_on_reply(struct server *s, struct request *req, struct evbuffer *buf,
 
 void batch_reply_discarded(struct server *s, struct request *req, int64_t len)
 {
-	struct batch *b = req->batch;
+	struct batch *b = req->route->batch;
 	int64_t avg = len / (b->nuniq > 0 ? b->nuniq : 1);
 
 	server_warning(

@@ -22,6 +22,9 @@
  *   janitor ─▶ pin_janitor: a cursor pin idle past lb_pin_idle_timeout_ms is
  *        detached, its cursors killed on it and remembered (expired ring):
  *        the owner's getMore then gets 43 with the reason
+ * The idle expiry and the cleanup commands of a closing client live in
+ * pin_end.c, the bounds on who may hold a pin in pin_bounds.c; this file
+ * owns the pins, their queue and replies.
  */
 #include "pool/pin.h"
 
@@ -38,42 +41,11 @@
 #include "pool/gate.h"
 #include "pool/pool.h"
 #include "pool/server.h"
+#include "pool/pin_int.h"
+#include "pool/route.h"
 #include "pool/sticky.h"
 
-/* One thing a pin holds: a cursor (id, ns) or a transaction (lsid, txn). */
-struct pin_item {
-	bool txn;
-	int64_t id; /* cursor id, or txnNumber */
-	char *ns;   /* cursor: "db.coll" */
-	bson_t *lsid;
-};
-
-#define PIN_IDENTITY_MAX 400
-
-/* A pinned connection. Rules: on `all` while it exists; on its owner's
- * `pins` while the owner is there (owner NULL: its client closed, its pin
- * expired or its cursor found no room; the cleanup requests run, then it is
- * freed); `server->pin` points back. */
-struct lb_pin {
-	TAILQ_ENTRY(lb_pin) owner_link;
-	TAILQ_ENTRY(lb_pin) all_link;
-	struct request_owner *owner;
-	uint64_t owner_id;
-	struct server *server;
-	struct pin_item *items;
-	int nitems, cap;
-	struct waitq waiting;  /* WAITQ_PIN, req->pin == this */
-	struct request *rerun; /* REQ_NEW, its cursor found no room: re-submitted
-				  after this exchange (pin_after_exchange) */
-	bool held;	       /* has held a cursor or transaction (counted) */
-	bool expiring;	       /* pin_janitor: idle too long, to be expired */
-	/* the owner's identity when pinned (owner ops `identity`); "": unknown,
-	 * the pin counts for its own connection only */
-	char identity[PIN_IDENTITY_MAX];
-};
-
-TAILQ_HEAD(pin_list, lb_pin);
-static struct pin_list all = TAILQ_HEAD_INITIALIZER(all);
+struct pin_list pin_all = TAILQ_HEAD_INITIALIZER(pin_all);
 static int npins;
 
 int pin_count(void)
@@ -86,7 +58,7 @@ int pin_pool_count(const struct pool *p)
 	const struct lb_pin *pin;
 	int n = 0;
 
-	TAILQ_FOREACH(pin, &all, all_link)
+	TAILQ_FOREACH(pin, &pin_all, all_link)
 		if (pin->server->pool == p)
 			n++;
 	return n;
@@ -124,19 +96,14 @@ static bool opens_cursor(const char *cmd)
 	return false;
 }
 
-static void read_txn(struct pin_note *n, const bson_t *body)
+/* From the session fields the router parsed (req->session); the lsid is
+ * copied (the note outlives the body). */
+static void read_txn(struct pin_note *n, const struct req_session *ss)
 {
-	bson_iter_t it;
-	const uint8_t *data;
-	uint32_t len;
-
-	if (bson_iter_init_find(&it, body, "lsid") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
-		bson_iter_document(&it, &len, &data);
-		n->lsid = bson_new_from_data(data, len);
-	}
-	if (bson_iter_init_find(&it, body, "txnNumber") && !read_int64(&it, &n->txn_number))
-		n->txn_number = 0;
-	if (bson_iter_init_find(&it, body, "startTransaction") && bson_iter_as_bool(&it))
+	if (ss->has_lsid)
+		n->lsid = bson_new_from_data(ss->lsid_doc, ss->lsid_len);
+	n->txn_number = ss->txn_numeric ? ss->txn_number : 0;
+	if (ss->start_txn)
 		n->op |= PIN_OP_TXN_START | PIN_OP_WANT;
 }
 
@@ -182,26 +149,26 @@ void pin_route(struct request *req, const bson_t *body, bool in_txn)
 	if (o == NULL || !o->load_balanced || req->more_to_come)
 		return;
 	n = xcalloc(1, sizeof(*n));
-	req->pin_note = n;
+	req->route->pin_note = n;
 	if (in_txn) {
-		read_txn(n, body);
+		read_txn(n, &req->route->session);
 		if (strcasecmp(req->cmd, "commitTransaction") == 0 ||
 		    strcasecmp(req->cmd, "abortTransaction") == 0)
 			n->op |= PIN_OP_TXN_END;
 		if (!(n->op & PIN_OP_TXN_START))
-			req->pin = find_pin(o, n, true);
+			req->route->pin = find_pin(o, n, true);
 	}
 	if (strcasecmp(req->cmd, "getMore") == 0 || strcasecmp(req->cmd, "killCursors") == 0) {
 		if (first_cursor(req->cmd, body, &n->cursor)) {
 			n->op |=
 			    req->cmd[0] == 'g' || req->cmd[0] == 'G' ? PIN_OP_GETMORE : PIN_OP_KILL;
-			if (req->pin == NULL)
-				req->pin = find_pin(o, n, false);
+			if (req->route->pin == NULL)
+				req->route->pin = find_pin(o, n, false);
 		}
 	} else if (opens_cursor(req->cmd)) {
 		n->op |= PIN_OP_OPEN; /* pinned only if its reply leaves a cursor open */
 	}
-	if (req->pin != NULL)
+	if (req->route->pin != NULL)
 		n->op &= ~(unsigned)PIN_OP_WANT;
 }
 
@@ -216,152 +183,9 @@ void pin_note_free(struct pin_note *n)
 	free(n);
 }
 
-/* ---- bounds ---------------------------------------------------------- */
-
-static bool wants(const struct request *req)
-{
-	return req->pin == NULL && req->pin_note != NULL && (req->pin_note->op & PIN_OP_WANT);
-}
-
-/* A cursor-opening command not routed to a pin (it may open a new one). */
-static bool may_open(const struct request *req)
-{
-	return req->pin == NULL && req->pin_note != NULL && (req->pin_note->op & PIN_OP_OPEN);
-}
-
-static bool pool_room(struct pool *p)
-{
-	return pool_gate(GATE_PIN, p, NULL, NULL);
-}
-
-static void owner_identity(const struct request_owner *o, char *out, size_t len)
-{
-	if (o->ops == NULL || o->ops->identity == NULL || !o->ops->identity(o, out, len))
-		out[0] = '\0';
-}
-
-/* Pins held by o's client identity over all its connections (o's own only
- * when its identity is unknown); `id` gets the identity. */
-static int identity_pins(const struct request_owner *o, char *id, size_t len)
-{
-	const struct lb_pin *pin;
-	int n = 0;
-
-	owner_identity(o, id, len);
-	if (id[0] == '\0')
-		return o->n_pins;
-	TAILQ_FOREACH(pin, &all, all_link)
-		if (pin->owner == o || (pin->owner != NULL && strcmp(pin->identity, id) == 0))
-			n++;
-	return n;
-}
-
-static bool owner_room(const struct request_owner *o)
-{
-	char id[PIN_IDENTITY_MAX];
-
-	return identity_pins(o, id, sizeof(id)) < g.cfg.lb_max_pinned_per_client;
-}
-
-/* Why o may not keep one more pin of p; false: it may. */
-static bool no_room(const struct request_owner *o, struct pool *p, char *why, size_t len)
-{
-	char id[PIN_IDENTITY_MAX];
-	int n = identity_pins(o, id, sizeof(id));
-
-	if (n >= g.cfg.lb_max_pinned_per_client)
-		snprintf(why, len,
-			 "%s already holds %d pinned connections (lb_max_pinned_per_client = "
-			 "%" PRId64 ")",
-			 id[0] != '\0' ? id : "this connection", n, g.cfg.lb_max_pinned_per_client);
-	else if (p != NULL && !pool_room(p))
-		snprintf(why, len,
-			 "%d of %s's pool_size = %" PRId64 " connections are pinned (at most "
-			 "pool_size - 1)",
-			 pin_pool_count(p), pool_name(p), pool_gate_size(p));
-	else
-		return false;
-	return true;
-}
-
-bool pin_may_dispatch(const struct request *req, struct pool *p)
-{
-	return !wants(req) || req->owner == NULL || (pool_room(p) && owner_room(req->owner));
-}
-
-bool pin_blocked(const struct request *req)
-{
-	return wants(req) && req->owner != NULL && req->pool != NULL &&
-	       !pin_may_dispatch(req, req->pool);
-}
-
-void pin_refuse_timeout(struct request *req)
-{
-	char why[300], msg[600];
-
-	STAT_INC(lb_pin_refusals);
-	if (req->owner == NULL || !no_room(req->owner, req->pool, why, sizeof(why)))
-		snprintf(why, sizeof(why), "no pinned connection ended");
-	snprintf(msg, sizeof(msg),
-		 "mongoplex: load-balanced %s needs a backend connection of its own and %s; "
-		 "waited queue_timeout_ms = %" PRId64 " ms, retry later",
-		 (req->pin_note->op & PIN_OP_TXN_START) ? "transaction" : "cursor", why,
-		 g.cfg.queue_timeout_ms);
-	req->ops->error(req, MP_ERR(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED), msg,
-			MP_ERR_LABELS(INGRESS_REQUEST_RATE_LIMIT_EXCEEDED));
-}
-
-/* ---- expired pins ----------------------------------------------------- */
-
-/* Cursors killed because their pin sat idle past lb_pin_idle_timeout_ms, so
- * the owner's next getMore of one gets 43 with the reason, and its close
- * sends no second kill (pin_holds_cursor). Rules: a ring; an entry leaves
- * only when overwritten (a getMore of that cursor then gets the backend's
- * own 43). */
-#define PIN_EXPIRED_MAX 256
-
-static struct {
-	uint64_t owner_id;
-	int64_t id;
-} expired[PIN_EXPIRED_MAX];
-static unsigned expired_next;
-
-static void expired_add(uint64_t owner_id, int64_t id)
-{
-	expired[expired_next % PIN_EXPIRED_MAX].owner_id = owner_id;
-	expired[expired_next % PIN_EXPIRED_MAX].id = id;
-	expired_next++;
-}
-
-static int expired_find(uint64_t owner_id, int64_t id)
-{
-	for (int i = 0; i < PIN_EXPIRED_MAX; i++)
-		if (id != 0 && expired[i].id == id && expired[i].owner_id == owner_id)
-			return i;
-	return -1;
-}
-
-/* A getMore of an expired cursor: answered 43 with the reason. */
-static bool expired_refuse(struct request *req)
-{
-	const struct pin_note *n = req->pin_note;
-	char msg[400];
-
-	if (req->owner == NULL || req->pin != NULL || !(n->op & PIN_OP_GETMORE) ||
-	    expired_find(req->owner->id, n->cursor) < 0)
-		return false;
-	snprintf(msg, sizeof(msg),
-		 "mongoplex: load-balanced cursor %" PRId64 " expired: its pinned backend "
-		 "connection was idle longer than lb_pin_idle_timeout_ms = %" PRId64
-		 " ms, so the proxy killed the cursor and returned the connection to the pool",
-		 n->cursor, g.cfg.lb_pin_idle_timeout_ms);
-	req->ops->error(req, MP_ERR(CURSOR_NOT_FOUND), msg, NULL);
-	return true;
-}
-
 /* ---- the pin's queue ------------------------------------------------- */
 
-static bool server_free(const struct server *s)
+bool pin_server_free(const struct server *s)
 {
 	return s->req == NULL && s->fence_id == 0 && s->state == SV_ACTIVE;
 }
@@ -375,10 +199,10 @@ static const struct waitq_ops pin_waitq_ops = {
     .expired = pool_refuse_timeout,
 };
 
-static void enqueue(struct lb_pin *pin, struct request *req)
+void pin_enqueue(struct lb_pin *pin, struct request *req)
 {
-	req->pin = pin;
-	req->pool = pin->server->pool;
+	req->route->pin = pin;
+	req->route->pool = pin->server->pool;
 	req->enqueued_usec = g.now_usec;
 	waitq_add(&pin->waiting, req);
 }
@@ -412,7 +236,7 @@ static struct lb_pin *least_busy(const struct request_owner *o)
  * message, so that it can wait for room if its reply opens a cursor. */
 static void keep_retry_copy(struct request *req)
 {
-	struct pin_note *n = req->pin_note;
+	struct pin_note *n = req->route->pin_note;
 	size_t len = req->msg != NULL ? evbuffer_get_length(req->msg) : 0;
 
 	if (n->retry_msg != NULL || len == 0 || len > PIN_RETRY_MAX_BYTES)
@@ -423,25 +247,25 @@ static void keep_retry_copy(struct request *req)
 
 bool pin_submit(struct request *req, struct pool *p)
 {
-	struct lb_pin *pin = req->pin;
+	struct lb_pin *pin = req->route->pin;
 
-	if (expired_refuse(req))
+	if (pin_expired_refuse(req))
 		return true;
-	if (pin == NULL && (wants(req) || may_open(req)) && req->owner != NULL &&
-	    req->owner->n_pins > 0 && (!owner_room(req->owner) || !pool_room(p))) {
+	if (pin == NULL && (pin_wants(req) || pin_may_open(req)) && req->owner != NULL &&
+	    req->owner->n_pins > 0 && (!pin_owner_room(req->owner) || !pin_pool_room(p))) {
 		pin = least_busy(req->owner); /* at a bound: share one of its own pins */
-		req->pin_note->op &= ~(unsigned)PIN_OP_WANT;
+		req->route->pin_note->op &= ~(unsigned)PIN_OP_WANT;
 		STAT_INC(lb_pin_shared);
 	}
 	if (pin == NULL) {
-		if (wants(req) && !pin_may_dispatch(req, p))
+		if (pin_wants(req) && !pin_may_dispatch(req, p))
 			STAT_INC(lb_pin_waits);
-		if (may_open(req) && req->owner != NULL && no_room(req->owner, p, NULL, 0))
+		if (pin_may_open(req) && req->owner != NULL && pin_no_room(req->owner, p, NULL, 0))
 			keep_retry_copy(req);
 		return false;
 	}
-	enqueue(pin, req);
-	if (server_free(pin->server))
+	pin_enqueue(pin, req);
+	if (pin_server_free(pin->server))
 		run_next(pin);
 	return true;
 }
@@ -451,7 +275,7 @@ void pin_owner_kick(struct request_owner *o)
 	struct lb_pin *pin;
 
 	TAILQ_FOREACH(pin, &o->pins, owner_link)
-		if (server_free(pin->server))
+		if (pin_server_free(pin->server))
 			run_next(pin);
 }
 
@@ -464,14 +288,14 @@ static struct lb_pin *pin_new(struct server *s, struct request_owner *o)
 
 	pin->server = s;
 	waitq_init(&pin->waiting, &pin_waitq_ops);
-	TAILQ_INSERT_TAIL(&all, pin, all_link);
+	TAILQ_INSERT_TAIL(&pin_all, pin, all_link);
 	npins++;
 	s->pin = pin;
 	if (o == NULL)
 		return pin;
 	pin->owner = o;
 	pin->owner_id = o->id;
-	owner_identity(o, pin->identity, sizeof(pin->identity));
+	pin_owner_identity(o, pin->identity, sizeof(pin->identity));
 	TAILQ_INSERT_TAIL(&o->pins, pin, owner_link);
 	o->n_pins++;
 	server_debug(s, "pinned to C-%" PRIu64 " (%d pins)", pin->owner_id, o->n_pins);
@@ -480,10 +304,10 @@ static struct lb_pin *pin_new(struct server *s, struct request_owner *o)
 
 void pin_started(struct server *s, struct request *req)
 {
-	if (!wants(req) || req->owner == NULL || s->pin != NULL)
+	if (!pin_wants(req) || req->owner == NULL || s->pin != NULL)
 		return;
-	req->pin = pin_new(s, req->owner);
-	req->pin_note->op &= ~(unsigned)PIN_OP_WANT;
+	req->route->pin = pin_new(s, req->owner);
+	req->route->pin_note->op &= ~(unsigned)PIN_OP_WANT;
 }
 
 static void item_add(struct lb_pin *pin, bool txn, int64_t id, const char *ns, const bson_t *lsid)
@@ -572,20 +396,18 @@ static void read_reply(const bson_t *body, struct reply_info *r)
 	}
 }
 
-static void queue_kill(struct lb_pin *pin, int64_t id, const char *ns);
-
 /* Its reply dropped, `req` runs again wanting a pin of its own (it waits for
  * room in the pool's queue, like a transaction) once `pin`'s kill is sent. */
 static void rerun_later(struct lb_pin *pin, struct request *req)
 {
-	struct pin_note *n = req->pin_note;
+	struct pin_note *n = req->route->pin_note;
 
 	evbuffer_drain(req->msg, evbuffer_get_length(req->msg));
 	evbuffer_add_buffer(req->msg, n->retry_msg);
 	evbuffer_free(n->retry_msg);
 	n->retry_msg = NULL;
 	n->op |= PIN_OP_WANT;
-	req->server = NULL;
+	req->route->server = NULL;
 	request_set_state(req, REQ_NEW, NULL);
 	pin->rerun = req;
 	server_debug(pin->server,
@@ -604,20 +426,20 @@ static bool open_on_reply(struct server *s, struct request *req, const struct re
 	char why[300], msg[500];
 	struct lb_pin *pin;
 
-	if (!(req->pin_note->op & PIN_OP_OPEN) || !r->ok || !r->have_cursor || r->id == 0)
+	if (!(req->route->pin_note->op & PIN_OP_OPEN) || !r->ok || !r->have_cursor || r->id == 0)
 		return true; /* nothing stays open: the connection is released as usual */
-	if (req->owner != NULL && !no_room(req->owner, s->pool, why, sizeof(why))) {
-		req->pin = pin_new(s, req->owner);
-		item_add(req->pin, false, r->id, r->ns, NULL);
+	if (req->owner != NULL && !pin_no_room(req->owner, s->pool, why, sizeof(why))) {
+		req->route->pin = pin_new(s, req->owner);
+		item_add(req->route->pin, false, r->id, r->ns, NULL);
 		return true;
 	}
 	pin = pin_new(s, NULL); /* owner-less: the kill runs there, then it is released */
-	queue_kill(pin, r->id, r->ns);
+	pin_queue_kill(pin, r->id, r->ns);
 	if (req->owner == NULL) {
 		request_done(req); /* its client left meanwhile */
 		return false;
 	}
-	if (req->pin_note->retry_msg != NULL) {
+	if (req->route->pin_note->retry_msg != NULL) {
 		rerun_later(pin, req);
 		return false;
 	}
@@ -634,10 +456,10 @@ static bool open_on_reply(struct server *s, struct request *req, const struct re
 bool pin_on_reply(struct server *s, struct request *req, const bson_t *body)
 {
 	struct lb_pin *pin = s->pin;
-	struct pin_note *n = req->pin_note;
+	struct pin_note *n = req->route->pin_note;
 	struct reply_info r;
 
-	if (n == NULL || (pin != NULL && req->pin != pin))
+	if (n == NULL || (pin != NULL && req->route->pin != pin))
 		return true;
 	read_reply(body, &r);
 	if (pin == NULL)
@@ -645,7 +467,7 @@ bool pin_on_reply(struct server *s, struct request *req, const bson_t *body)
 	if ((n->op & PIN_OP_OPEN) && r.ok && r.have_cursor && r.id != 0) {
 		item_add(pin, false, r.id, r.ns, NULL);
 		if (pin->owner == NULL) /* its client left meanwhile */
-			queue_kill(pin, r.id, r.ns);
+			pin_queue_kill(pin, r.id, r.ns);
 	}
 	if ((n->op & PIN_OP_GETMORE) && ((r.ok && r.have_cursor && r.id == 0) || r.code == 43))
 		drop_cursor(pin, n->cursor);
@@ -666,7 +488,7 @@ static void pin_free(struct lb_pin *pin)
 		TAILQ_REMOVE(&pin->owner->pins, pin, owner_link);
 		pin->owner->n_pins--;
 	}
-	TAILQ_REMOVE(&all, pin, all_link);
+	TAILQ_REMOVE(&pin_all, pin, all_link);
 	npins--;
 	waitq_fini(&pin->waiting);
 	pin->server->pin = NULL;
@@ -677,10 +499,10 @@ static void pin_free(struct lb_pin *pin)
 }
 
 /* A former waiter of a pin that ended goes back to pool_submit. */
-static void resubmit(struct request *req, void *arg)
+void pin_resubmit(struct request *req, void *arg)
 {
 	(void)arg;
-	req->pin = NULL; /* a shared cursor-opening one may pin on its reply */
+	req->route->pin = NULL; /* a shared cursor-opening one may pin on its reply */
 	pool_submit(req);
 }
 
@@ -713,7 +535,7 @@ static void after_exchange(struct server *s)
 	waitq_take_all(&pin->waiting, &moved);
 	pin_free(pin);
 	server_released(s); /* back to the pool (the next watchers) */
-	waitq_resubmit(&moved, resubmit, NULL);
+	waitq_resubmit(&moved, pin_resubmit, NULL);
 }
 
 static void pin_server_closed(struct server *s)
@@ -730,7 +552,7 @@ static void pin_server_closed(struct server *s)
 	}
 	while ((req = waitq_first(&pin->waiting)) != NULL) {
 		waitq_unqueue(req);
-		req->pin = NULL;
+		req->route->pin = NULL;
 		req->ops->network_error(req, MP_ERR(HOST_UNREACHABLE),
 					"the pinned backend connection closed");
 	}
@@ -756,188 +578,3 @@ const struct server_watcher pin_watcher = {
     .released = watch_released,
     .closed = watch_closed,
 };
-
-/* ---- idle pins expire ------------------------------------------------- */
-
-static bool has_txn(const struct lb_pin *pin)
-{
-	for (int i = 0; i < pin->nitems; i++)
-		if (pin->items[i].txn)
-			return true;
-	return false;
-}
-
-/* A cursor pin (transactions keep theirs) whose connection has run nothing
- * for `limit` µs, and whose owner has nothing waiting there that it reads. */
-static bool idle_expired(const struct lb_pin *pin, uint64_t now, uint64_t limit)
-{
-	return pin->owner != NULL && !has_txn(pin) && server_free(pin->server) &&
-	       (waitq_count(&pin->waiting) == 0 || !request_owner_may_dispatch(pin->owner)) &&
-	       now - pin->server->idle_since_usec > limit;
-}
-
-/* Detach `pin` from its owner, kill its cursors on it and remember them;
- * its waiters go back to pool_submit (a getMore of one gets 43 there). */
-static void expire(struct lb_pin *pin)
-{
-	struct request_owner *o = pin->owner;
-	struct request_queue moved = {TAILQ_HEAD_INITIALIZER(moved.list), 0};
-
-	STAT_INC(lb_pins_expired);
-	waitq_take_all(&pin->waiting, &moved);
-	TAILQ_REMOVE(&o->pins, pin, owner_link);
-	o->n_pins--;
-	pin->owner = NULL;
-	for (int i = 0; i < pin->nitems; i++) {
-		expired_add(pin->owner_id, pin->items[i].id);
-		queue_kill(pin, pin->items[i].id, pin->items[i].ns);
-	}
-	server_info(pin->server,
-		    "load-balanced C-%" PRIu64 "'s pinned connection idle longer than "
-		    "lb_pin_idle_timeout_ms = %" PRId64 " ms: killing its %d cursors, releasing it",
-		    pin->owner_id, g.cfg.lb_pin_idle_timeout_ms, pin->nitems);
-	pin_after_exchange(pin->server);
-	waitq_resubmit(&moved, resubmit, NULL);
-}
-
-void pin_janitor(uint64_t now)
-{
-	uint64_t limit = (uint64_t)g.cfg.lb_pin_idle_timeout_ms * 1000;
-	struct lb_pin *pin;
-
-	if (limit == 0)
-		return;
-	TAILQ_FOREACH(pin, &all, all_link)
-		pin->expiring = idle_expired(pin, now, limit);
-	/* one at a time from the head: expiring one may end or start others */
-	for (;;) {
-		TAILQ_FOREACH(pin, &all, all_link)
-			if (pin->expiring)
-				break;
-		if (pin == NULL)
-			return;
-		pin->expiring = false;
-		if (idle_expired(pin, now, limit))
-			expire(pin);
-	}
-}
-
-/* ---- cleanup on the pinned connection ------------------------------------ */
-
-static void cleanup_reply(struct server *s, struct request *req, struct evbuffer *buf,
-			  uint8_t *data, size_t len, const struct wire_msg *m)
-{
-	bson_iter_t it;
-
-	(void)buf;
-	(void)data;
-	(void)len;
-	if (!bson_iter_init_find(&it, &m->body, "ok") || !bson_iter_as_bool(&it))
-		server_info(s, "%s for a closed load-balanced client failed", req->cmd);
-	request_done(req);
-	server_release(s);
-}
-
-static void cleanup_failed(struct request *req, int code, const char *codename, const char *why)
-{
-	(void)code;
-	(void)codename;
-	log_info("%s for a closed load-balanced client not run: %s", req->cmd, why);
-	request_done(req);
-}
-
-static void cleanup_error(struct request *req, int code, const char *codename, const char *msg,
-			  const char *const *labels)
-{
-	(void)labels;
-	cleanup_failed(req, code, codename, msg);
-}
-
-static const struct request_ops cleanup_ops = {
-    .name = "lb-cleanup",
-    .reply = cleanup_reply,
-    .error = cleanup_error,
-    .network_error = cleanup_failed,
-    .abandon = request_abandon_default,
-};
-
-static void queue_cmd(struct lb_pin *pin, bson_t *cmd, const char *name)
-{
-	struct request *req = request_new(NULL, &cleanup_ops);
-
-	req->msg = xevbuffer_new();
-	wire_append_msg(req->msg, 0, 0, 0, cmd);
-	snprintf(req->cmd, sizeof(req->cmd), "%s", name);
-	STAT_INC(lb_pin_cleanups);
-	enqueue(pin, req);
-}
-
-static void queue_kill(struct lb_pin *pin, int64_t id, const char *ns)
-{
-	const char *dot = ns != NULL ? strchr(ns, '.') : NULL;
-	bson_t cmd, arr;
-	char db[256];
-
-	if (dot == NULL)
-		return; /* no namespace: left to time out */
-	snprintf(db, sizeof(db), "%.*s", (int)(dot - ns), ns);
-	bson_init(&cmd);
-	BSON_APPEND_UTF8(&cmd, "killCursors", dot + 1);
-	BSON_APPEND_ARRAY_BEGIN(&cmd, "cursors", &arr);
-	BSON_APPEND_INT64(&arr, "0", id);
-	bson_append_array_end(&cmd, &arr);
-	BSON_APPEND_UTF8(&cmd, "$db", db);
-	queue_cmd(pin, &cmd, "killCursors");
-	bson_destroy(&cmd);
-}
-
-static void queue_abort(struct lb_pin *pin, const struct pin_item *it)
-{
-	bson_t cmd;
-
-	bson_init(&cmd);
-	BSON_APPEND_INT32(&cmd, "abortTransaction", 1);
-	BSON_APPEND_DOCUMENT(&cmd, "lsid", it->lsid);
-	BSON_APPEND_INT64(&cmd, "txnNumber", it->id);
-	BSON_APPEND_BOOL(&cmd, "autocommit", false);
-	BSON_APPEND_UTF8(&cmd, "$db", "admin");
-	queue_cmd(pin, &cmd, "abortTransaction");
-	bson_destroy(&cmd);
-}
-
-void pin_owner_closed(struct request_owner *o)
-{
-	struct lb_pin *pin;
-
-	while ((pin = TAILQ_FIRST(&o->pins)) != NULL) {
-		TAILQ_REMOVE(&o->pins, pin, owner_link);
-		o->n_pins--;
-		pin->owner = NULL;
-		for (int i = 0; i < pin->nitems; i++) {
-			if (pin->items[i].txn)
-				queue_abort(pin, &pin->items[i]);
-			else
-				queue_kill(pin, pin->items[i].id, pin->items[i].ns);
-		}
-		server_info(pin->server,
-			    "load-balanced C-%" PRIu64 " closed: %d cleanup commands on its pinned "
-			    "connection",
-			    pin->owner_id, waitq_count(&pin->waiting));
-		if (server_free(pin->server))
-			pin_after_exchange(pin->server);
-	}
-}
-
-bool pin_holds_cursor(uint64_t owner_id, int64_t id)
-{
-	const struct lb_pin *pin;
-
-	if (expired_find(owner_id, id) >= 0)
-		return true; /* killed when its pin expired */
-	TAILQ_FOREACH(pin, &all, all_link)
-		if (pin->owner_id == owner_id)
-			for (int i = 0; i < pin->nitems; i++)
-				if (!pin->items[i].txn && pin->items[i].id == id)
-					return true;
-	return false;
-}

@@ -27,6 +27,7 @@
 #include "core/topover.h"
 #include "core/globals.h"
 #include "core/stats.h"
+#include "pool/route.h"
 
 static struct pool *pools; /* pool_cap slots: pointers stay valid */
 static int npools, pool_cap;
@@ -233,8 +234,8 @@ void pool_wait_hello(struct request *req,
 {
 	struct pool *p = pool_target();
 
-	req->hello_answer = answer;
-	req->pool = p;
+	req->route->hello_answer = answer;
+	req->route->pool = p;
 	if (p->addrlen == 0 && topology_srv()->error[0] != '\0') {
 		fail_unreachable_code(p, req, MP_ERR(HOST_UNREACHABLE), topology_srv()->error);
 		return;
@@ -267,7 +268,7 @@ static void advance_target(void);
 static void wait_hello_again(struct request *req, void *arg)
 {
 	(void)arg;
-	pool_wait_hello(req, req->hello_answer);
+	pool_wait_hello(req, req->route->hello_answer);
 }
 
 /* Replica set: a request bound to the failed member p fails, the others
@@ -282,7 +283,7 @@ static void rs_resubmit(struct request *req, void *arg)
 {
 	const struct rs_failure *f = arg;
 
-	if (req->route_pool == f->p)
+	if (req->route->route_pool == f->p)
 		fail_unreachable_code(f->p, req, f->code, f->codename, f->why);
 	else
 		pool_submit(req);
@@ -314,7 +315,7 @@ void pool_rs_requeue(struct pool *p, int code, const char *codename, const char 
 	while ((req = TAILQ_FIRST(&p->hello_waiters.list)) != NULL) {
 		pool_unqueue(req);
 		if (pool_target() != p)
-			pool_wait_hello(req, req->hello_answer);
+			pool_wait_hello(req, req->route->hello_answer);
 		else
 			fail_unreachable_code(p, req, code, codename, why);
 	}
@@ -415,7 +416,7 @@ void pool_server_ready(struct server *s, const struct backend_info *bi)
 	p->usable = true;
 	while ((req = TAILQ_FIRST(&p->hello_waiters.list)) != NULL) {
 		pool_unqueue(req);
-		req->hello_answer(req, &p->info);
+		req->route->hello_answer(req, &p->info);
 	}
 	pool_server_idle(s);
 }

@@ -26,6 +26,7 @@
 #include "pool/pool_int.h"
 #include "pool/pool_pause.h"
 #include "pool/pool_users.h"
+#include "pool/route.h"
 #include "pool/select.h"
 #include "pool/sticky.h"
 
@@ -62,8 +63,8 @@ static uint64_t owner_round(const struct pool *p, const struct request *req)
 	if (req->owner == NULL || req->owner->n_state[REQ_QUEUED] == 0)
 		return 0;
 	TAILQ_FOREACH(r, &req->owner->requests, client_link)
-		if (r->waitq == &p->waiting && r->round > max)
-			max = r->round;
+		if (r->route->waitq == &p->waiting && r->route->round > max)
+			max = r->route->round;
 	return max;
 }
 
@@ -74,12 +75,12 @@ static void enqueue(struct pool *p, struct request *req)
 
 	if (mine > r)
 		r = mine;
-	req->round = r + 1;
+	req->route->round = r + 1;
 	after = TAILQ_LAST(&p->waiting.q.list, request_list);
-	while (after != NULL && after->round > req->round)
+	while (after != NULL && after->route->round > req->route->round)
 		after = TAILQ_PREV(after, request_list, queue_link);
 	waitq_add_after(&p->waiting, req, after);
-	req->pool = p;
+	req->route->pool = p;
 	req->enqueued_usec = g.now_usec;
 }
 
@@ -87,7 +88,7 @@ void pool_unqueue(struct request *req)
 {
 	if (!request_waiting(req))
 		return;
-	if (req->waitq != NULL)
+	if (req->route->waitq != NULL)
 		waitq_unqueue(req);
 	else
 		request_set_state(req, REQ_NEW, NULL); /* REQ_HELLO_WAIT */
@@ -101,8 +102,8 @@ static void dispatch(struct server *s, struct request *req)
 		pool_unqueue(req);
 		hist_observe(&hist_queue_wait_ms,
 			     (double)(g.now_usec - req->enqueued_usec) / 1000.0);
-		if (req->round > p->round)
-			p->round = req->round;
+		if (req->route->round > p->round)
+			p->round = req->route->round;
 	}
 	p->requests_dispatched++;
 	if (req->ops->start != NULL)
@@ -124,7 +125,7 @@ void pool_dispatch(struct server *s, struct request *req)
  */
 static bool may_dispatch(const struct request *req)
 {
-	return pool_gate(GATE_DISPATCH, req->pool, req, NULL);
+	return pool_gate(GATE_DISPATCH, req->route->pool, req, NULL);
 }
 
 static struct request *first_dispatchable(struct pool *p)
@@ -152,7 +153,7 @@ void pool_owner_kick(struct request_owner *o)
 			if (waitq_is(req, WAITQ_POOL))
 				break;
 		if (req == NULL || !may_dispatch(req) ||
-		    (s = TAILQ_FIRST(&req->pool->idle)) == NULL)
+		    (s = TAILQ_FIRST(&req->route->pool->idle)) == NULL)
 			return;
 		dispatch(s, req);
 	}
@@ -194,7 +195,8 @@ void pool_submit(struct request *req)
 	struct server *s;
 	struct server *sticky = sticky_target(req);
 
-	if (req->pin_note != NULL && (req->pin != NULL || p != NULL) && pin_submit(req, p))
+	if (req->route->pin_note != NULL && (req->route->pin != NULL || p != NULL) &&
+	    pin_submit(req, p))
 		return;	 /* load-balanced: runs on (or waits for) a pinned connection */
 	if (p == NULL) { /* replica set: no member for it yet */
 		if (request_count(REQ_QUEUED) >= g.cfg.max_queue)
@@ -205,10 +207,10 @@ void pool_submit(struct request *req)
 	}
 	if (p->member.type == TOPO_SECONDARY && topology_active())
 		STAT_INC(rs_secondary_routed);
-	if (req->user != NULL) /* per_user: the user's own pool under that member */
-		p = pool_users_pool(p, req->user);
+	if (req->route->user != NULL) /* per_user: the user's own pool under that member */
+		p = pool_users_pool(p, req->route->user);
 	s = TAILQ_FIRST(&p->idle);
-	req->pool = p;
+	req->route->pool = p;
 	if (sticky == NULL && s != NULL && may_dispatch(req)) {
 		dispatch(s, req);
 		return;
@@ -268,7 +270,7 @@ void pool_limit_begin(struct server *s, const struct request *req)
 	if (req->more_to_come || !g.cfg.adaptive_concurrency)
 		return; /* no reply, no round trip */
 	s->in_limit = true;
-	s->limit_ids = req->ids; /* 0: not a lookup (pool/limit.h) */
+	s->limit_ids = req->route->ids; /* 0: not a lookup (pool/limit.h) */
 	s->pool->inflight++;
 }
 
@@ -311,7 +313,7 @@ static uint64_t pool_waitq_limit(const struct waitq *w)
 
 static void pool_waiter_expired(struct request *req)
 {
-	if (req->pool != NULL && pool_paused(req->pool))
+	if (req->route->pool != NULL && pool_paused(req->route->pool))
 		pool_refuse_paused(req);
 	else if (pin_blocked(req))
 		pin_refuse_timeout(req); /* load-balanced: no pin came free */

@@ -15,6 +15,7 @@
 #include "pool/pool.h"
 #include "pool/pool_pause.h"
 #include "pool/readpref.h"
+#include "pool/route.h"
 #include "pool/topology.h"
 
 /* The transaction pin table: (lsid, txnNumber) -> member. Bounded; the
@@ -48,23 +49,7 @@ int select_waiting_count(void)
 	return waitq_count(&member_wait);
 }
 
-/* ---- reading the command ---- */
-
-static bool read_lsid(const bson_t *body, uint8_t out[16])
-{
-	bson_iter_t it, sub;
-	const uint8_t *data;
-	uint32_t len;
-	bson_subtype_t st;
-
-	if (!bson_iter_init_find(&it, body, "lsid") || !bson_iter_recurse(&it, &sub) ||
-	    !bson_iter_find(&sub, "id") || !BSON_ITER_HOLDS_BINARY(&sub))
-		return false;
-	bson_iter_binary(&sub, &st, &len, &data);
-	memset(out, 0, 16);
-	memcpy(out, data, len < 16 ? len : 16);
-	return true;
-}
+/* ---- reading the command (req->session, parsed by the router) ---- */
 
 static int pin_find(const uint8_t lsid[16], int64_t txn)
 {
@@ -93,52 +78,44 @@ static int pin_new(const uint8_t lsid[16], int64_t txn)
 	return best;
 }
 
-static void note_txn(struct request *req, const bson_t *body)
+static void note_txn(struct request *req)
 {
-	uint8_t lsid[16];
-	bson_iter_t it;
-	int64_t txn;
+	const struct req_session *ss = &req->route->session;
 	int slot;
 
-	if (!read_lsid(body, lsid) || !bson_iter_init_find(&it, body, "txnNumber") ||
-	    !BSON_ITER_HOLDS_NUMBER(&it))
+	if (!ss->has_lsid_uuid || !ss->txn_numeric)
 		return;
-	txn = bson_iter_as_int64(&it);
-	slot = pin_find(lsid, txn);
+	slot = pin_find(ss->lsid_uuid, ss->txn_number);
 	if (slot < 0)
-		slot = pin_new(lsid, txn);
+		slot = pin_new(ss->lsid_uuid, ss->txn_number);
 	pins[slot].used_usec = g.now_usec;
-	req->txn_pin = slot + 1;
+	req->route->txn_pin = slot + 1;
 	if (pins[slot].pool != NULL)
-		req->route_pool = pins[slot].pool;
+		req->route->route_pool = pins[slot].pool;
 }
 
-void select_note(struct request *req, const bson_t *body, bool in_txn)
+void select_note(struct request *req, bool in_txn)
 {
-	bson_iter_t it;
+	const struct req_session *ss = &req->route->session;
 
 	if (!topology_active())
 		return;
 	if (in_txn)
-		note_txn(req, body);
-	if (bson_iter_init_find(&it, body, "$readPreference") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
-		const uint8_t *data;
-		uint32_t len;
-
-		bson_iter_document(&it, &len, &data);
-		req->read_pref = bson_new_from_data(data, len);
-		if (req->read_pref != NULL) {
+		note_txn(req);
+	if (ss->read_pref_doc != NULL) { /* copied: the body goes away */
+		req->route->read_pref = bson_new_from_data(ss->read_pref_doc, ss->read_pref_len);
+		if (req->route->read_pref != NULL) {
 			struct readpref rp;
 			const char *why;
 
-			if (!readpref_parse(req->read_pref, &rp, &why))
+			if (!readpref_parse(req->route->read_pref, &rp, &why))
 				log_debug(
 				    "invalid $readPreference (%s): sent to the primary, which "
 				    "answers it",
 				    why);
 			if (rp.mode == READPREF_PRIMARY) { /* the default: nothing to keep */
-				bson_destroy(req->read_pref);
-				req->read_pref = NULL;
+				bson_destroy(req->route->read_pref);
+				req->route->read_pref = NULL;
 			}
 		}
 	}
@@ -300,14 +277,14 @@ struct pool *select_pool(struct request *req)
 	struct readpref rp;
 	struct pool *p;
 
-	if (req->route_pool != NULL)
-		return req->route_pool;
+	if (req->route->route_pool != NULL)
+		return req->route->route_pool;
 	const char *why;
 
-	readpref_parse(req->read_pref, &rp, &why);
+	readpref_parse(req->route->read_pref, &rp, &why);
 	p = choose(&rp);
-	if (p != NULL && req->txn_pin > 0 && pins[req->txn_pin - 1].pool == NULL)
-		pins[req->txn_pin - 1].pool = p; /* the transaction's first command */
+	if (p != NULL && req->route->txn_pin > 0 && pins[req->route->txn_pin - 1].pool == NULL)
+		pins[req->route->txn_pin - 1].pool = p; /* the transaction's first command */
 	return p;
 }
 
@@ -376,7 +353,7 @@ static void fail_selection(struct request *req)
 		pool_refuse_paused(req); /* never sent: safe to retry */
 		return;
 	}
-	readpref_parse(req->read_pref, &rp, &why);
+	readpref_parse(req->route->read_pref, &rp, &why);
 	STAT_INC(refused_no_member);
 	snprintf(msg, sizeof(msg),
 		 "mongoplex: no replica set member can serve read preference %s within %" PRId64

@@ -31,7 +31,7 @@ struct pool;
 struct request;
 
 /* Record what routing needs from a forwarded command (rs mode only). */
-void select_note(struct request *req, const bson_t *body, bool in_txn);
+void select_note(struct request *req, bool in_txn);
 
 /* The member `req` should go to now; NULL: none can serve it yet. */
 struct pool *select_pool(struct request *req);

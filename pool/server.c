@@ -36,6 +36,7 @@
 #include "core/request.h"
 #include "core/stats.h"
 #include "core/wire.h"
+#include "pool/route.h"
 
 static struct server_list servers_justfree = TAILQ_HEAD_INITIALIZER(servers_justfree);
 static uint64_t next_server_id = 1;
@@ -152,8 +153,8 @@ void server_start(struct server *s, struct request *req)
 	server_set_state(s, SV_ACTIVE);
 	s->req = req;
 	s->exchange_started_usec = g.now_usec;
-	req->server = s;
-	req->started_usec = g.now_usec;
+	req->route->server = s;
+	req->route->started_usec = g.now_usec;
 	req->backend_request_id = id;
 	req->sent = true;
 	pool_limit_begin(s, req);
@@ -218,7 +219,7 @@ void server_close(struct server *s, int code, const char *codename, const char *
 	if (!was_connecting)
 		STAT_INC(backend_disconnects);
 	if (req != NULL) {
-		req->server = NULL;
+		req->route->server = NULL;
 		req->ops->network_error(req, code, codename, reason);
 	}
 	EACH_WATCHER(w)
@@ -409,7 +410,7 @@ static void written(struct server *s)
 
 	if (!s->flush_then_release || req == NULL)
 		return;
-	req->server = NULL;
+	req->route->server = NULL;
 	s->req = NULL;
 	s->flush_then_release = false;
 	s->exchanges++;

@@ -11,6 +11,7 @@
 #include "core/globals.h"
 #include "core/stats.h"
 #include "core/wire.h"
+#include "pool/route.h"
 
 static int n_sticky; /* owners with o->sticky set */
 
@@ -49,7 +50,7 @@ static void sticky_init(struct server *s)
 void sticky_enqueue(struct server *s, struct request *req)
 {
 	waitq_add(&s->sticky_waiting, req);
-	req->pool = s->pool;
+	req->route->pool = s->pool;
 	req->enqueued_usec = g.now_usec;
 }
 

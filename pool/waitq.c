@@ -7,6 +7,7 @@
 
 #include "core/globals.h"
 #include "pool/pool.h"
+#include "pool/route.h"
 
 TAILQ_HEAD(waitq_list, waitq);
 static struct waitq_list all = TAILQ_HEAD_INITIALIZER(all);
@@ -31,7 +32,7 @@ static void list(struct waitq *w, struct request *req)
 		TAILQ_INSERT_TAIL(&all, w, all_link);
 		w->listed = true;
 	}
-	req->waitq = w;
+	req->route->waitq = w;
 }
 
 void waitq_add(struct waitq *w, struct request *req)
@@ -48,9 +49,9 @@ void waitq_add_after(struct waitq *w, struct request *req, struct request *after
 
 void waitq_unqueue(struct request *req)
 {
-	if (req->waitq == NULL)
+	if (req->route->waitq == NULL)
 		return;
-	req->waitq = NULL;
+	req->route->waitq = NULL;
 	request_set_state(req, REQ_NEW, NULL);
 }
 
@@ -59,7 +60,7 @@ void waitq_take_all(struct waitq *w, struct request_queue *staged)
 	struct request *req;
 
 	while ((req = waitq_first(w)) != NULL) {
-		req->waitq = NULL;
+		req->route->waitq = NULL;
 		request_set_state(req, REQ_NEW, staged);
 	}
 }

@@ -25,6 +25,7 @@
 
 #include "core/list.h"
 #include "core/request.h"
+#include "pool/route.h"
 
 enum waitq_kind { WAITQ_POOL, WAITQ_STICKY, WAITQ_SELECT, WAITQ_PIN };
 
@@ -77,7 +78,7 @@ static inline struct request *waitq_first(const struct waitq *w)
 /* Is req waiting on a queue of this kind? */
 static inline bool waitq_is(const struct request *req, enum waitq_kind kind)
 {
-	return req->waitq != NULL && req->waitq->ops->kind == kind;
+	return req->route->waitq != NULL && req->route->waitq->ops->kind == kind;
 }
 
 /* Append req (REQ_QUEUED); _after: right after `after` (NULL: at the head). */

@@ -1,13 +1,13 @@
 /*
  * admin_ctl.c — the console's control commands (admin_ctl.h): read the
  * argument, ask admin_authorized, act through pool/pool_pause.h,
- * client_close and proxy_reload, answer with what was done.
+ * client_close and the reload proxy.c registered, answer with what was done.
  *
  *   mongoplexPause / Resume / Reconnect ─▶ scope: 1 = every pool, "host:port"
  *                                          = that member and its user pools
  *   mongoplexKill ─▶ client_find ─▶ client_close (its cursors are killed
  *                    on the backend by the close, proxy/cursor.c)
- *   mongoplexReload ─▶ proxy_reload (as SIGHUP) ─▶ its result or rejection
+ *   mongoplexReload ─▶ proxy_reload (as SIGHUP; admin_ctl_set_reload) ─▶ its result or rejection
  */
 #include "proxy/admin_ctl.h"
 
@@ -24,7 +24,13 @@
 #include "pool/pool_users.h"
 #include "proxy/admin.h"
 #include "proxy/client.h"
-#include "proxy/proxy.h"
+
+static bool (*reload_fn)(char *msg, size_t msglen);
+
+void admin_ctl_set_reload(bool (*reload)(char *msg, size_t msglen))
+{
+	reload_fn = reload;
+}
 
 static void fail(struct request *req, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -189,7 +195,11 @@ static void do_reload(struct request *req)
 	char msg[CFG_ERR_LEN + 200];
 	bson_t doc;
 
-	if (!proxy_reload(msg, sizeof(msg))) {
+	if (reload_fn == NULL) {
+		fail(req, "mongoplex: mongoplexReload: no reload in this process");
+		return;
+	}
+	if (!reload_fn(msg, sizeof(msg))) {
 		fail(req, "mongoplex: %s", msg);
 		return;
 	}

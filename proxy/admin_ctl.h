@@ -16,9 +16,15 @@
 
 #include <bson/bson.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 struct request;
 
 /* Answer `req` (REQ_LOCAL), one of the commands above with its `body`; the
  * caller (admin_command, proxy/admin.c) has authorized it. */
 void admin_ctl_run(struct request *req, const bson_t *body);
+
+/* What mongoplexReload runs: proxy.c's reload (as SIGHUP), set at start so
+ * that the console does not call up into the process's lifecycle. Returns
+ * whether it applied, its outcome in msg. Unset: mongoplexReload fails. */
+void admin_ctl_set_reload(bool (*reload)(char *msg, size_t msglen));

@@ -15,6 +15,7 @@
 #include "core/wire.h"
 #include "pool/pool.h"
 #include "proxy/client.h"
+#include "proxy/client_req.h"
 
 /* Longest hold (a larger maxAwaitTimeMS is cut to this; drivers send ~10 s). */
 #define AWAIT_MAX_MS (24LL * 3600 * 1000)
@@ -110,8 +111,8 @@ static void answer(struct awaited_hello *ah)
 			     sbuf_pending_out(&c->sb));
 		return; /* the close freed ah and its request */
 	}
-	ok = handshake_client_reply(req->hello_cmd, req->cmd, &pool_target()->info, (int64_t)c->id,
-				    !c->hello_seen, &doc);
+	ok = handshake_client_reply(req->client->hello_cmd, req->cmd, &pool_target()->info,
+				    (int64_t)c->id, !c->hello_seen, &doc);
 	if (ok)
 		c->hello_seen = true;
 	else
@@ -158,7 +159,7 @@ bool awaithello_take(struct client *c, struct request *req, bool exhaust_allowed
 	struct awaited_hello *ah;
 	bool current;
 
-	switch (topover_parse_await(req->hello_cmd, &a, &err)) {
+	switch (topover_parse_await(req->client->hello_cmd, &a, &err)) {
 	case TOPOVER_PLAIN:
 		return false;
 	case TOPOVER_REFUSE:

@@ -3,6 +3,10 @@
  * cauth.h). The messages are checked by core/scram_msg.c; verifiers come
  * from config/users.c. Everything runs on the event loop: a login costs two
  * HMACs and a hash, no PBKDF2 (the verifier is stored).
+ * This file: the SASL conversation and the login state. What a connection
+ * meets before it logs in (the hello's login help, connectionStatus, the
+ * command gate) is cauth_prelogin.c; the configuration checks and
+ * --scram-secret are cauth_cli.c; they share cauth_int.h.
  */
 #include "proxy/cauth.h"
 
@@ -10,7 +14,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "core/errors.h"
 #include "core/xalloc.h"
@@ -21,58 +24,23 @@
 #include "core/scram_msg.h"
 #include "core/stats.h"
 #include "pool/pool_users.h"
+#include "proxy/cauth_int.h"
 #include "proxy/cauth_query.h"
 #include "proxy/client.h"
 #include "proxy/cursor.h"
 
-/* One client's authentication. Rules: authed names db/user; a conversation
- * is open while in_conv (conv_id is its id); failures counts logins failed
- * in a row (reset by a success). Secrets in ss are wiped on every exit. */
-struct cauth_conn {
-	bool authed;
-	char db[USERS_DB_MAX];
-	char user[USERS_NAME_MAX];
-	bool in_conv;
-	bool skip_empty; /* the client asked for skipEmptyExchange */
-	bool proof_ok;	 /* waiting for the empty saslContinue */
-	char conv_db[USERS_DB_MAX];
-	char conv_user[USERS_NAME_MAX];
-	int32_t conv_id;
-	int failures;
-	bool second_logged;	   /* a second user's login was refused (logged once) */
-	uint64_t login_since_usec; /* its first SASL step since connect or login; 0: none */
-	struct scram_server ss;
-	bool from_query; /* the conversation's secret came from auth_query's cache */
-	/* A login waiting for auth_query (wait_req not NULL): its saslStart
-	 * (wait_cmd, a copy) or its failed saslContinue (refresh before the
-	 * error in wait_why). Freed with the client if still waiting. */
-	struct cq_waiter wait; /* also its auth_query lookup budget */
-	struct client *client;
-	struct request *wait_req;
-	bson_t *wait_cmd;
-	char wait_why[256];
-	/* auth_pool_mode = per_user: the logged-in user's pool reference
-	 * (pool/pool_users.h), NULL when not logged in or shared. */
-	struct pool_user *pu;
-};
-
-/* What auth_query answered a waiting saslStart. */
-struct cauth_resolved {
-	enum cq_status st;
-	const struct users_entry *e;
-	const char *why;
-};
-
-enum start_result { START_OK, START_FAIL, START_WAIT };
-
 static struct users_table users;
 static bool enabled;
 static struct log_rl rl_failed = {.what = "failed logins"};
-static struct log_rl rl_spec = {.what = "speculative logins not started"};
 
 bool cauth_enabled(void)
 {
 	return enabled;
+}
+
+const struct users_entry *cauth_find_user(const char *db, const char *user)
+{
+	return users_find(&users, db, user);
 }
 
 bool cauth_user_name(const struct client *c, char *out, size_t len)
@@ -115,7 +83,7 @@ void cauth_commit(struct users_table *t, const char *path)
 	log_notice("reload: %zu users from %s", users.n, path);
 }
 
-static struct cauth_conn *conn_of(struct client *c)
+struct cauth_conn *cauth_conn_of(struct client *c)
 {
 	if (c->auth == NULL)
 		c->auth = xcalloc(1, sizeof(*c->auth));
@@ -150,7 +118,7 @@ static void conv_end(struct cauth_conn *a)
 static void login_failed(struct client *c, struct request *req, const char *db, const char *user,
 			 const char *why)
 {
-	struct cauth_conn *a = conn_of(c);
+	struct cauth_conn *a = cauth_conn_of(c);
 
 	conv_end(a);
 	a->failures++;
@@ -247,7 +215,7 @@ static void logged_in(struct client *c, struct cauth_conn *a)
 	client_info(c, "authenticated as \"%s.%s\"", a->db, a->user);
 }
 
-static const char *get_str(const bson_t *doc, const char *key)
+const char *cauth_get_str(const bson_t *doc, const char *key)
 {
 	bson_iter_t it;
 
@@ -285,7 +253,7 @@ static bool get_skip_empty(const bson_t *doc)
 	       bson_iter_as_bool(&opts);
 }
 
-static void append_sasl_reply(bson_t *doc, int32_t conv_id, bool done, const char *payload)
+void cauth_append_sasl_reply(bson_t *doc, int32_t conv_id, bool done, const char *payload)
 {
 	BSON_APPEND_INT32(doc, "conversationId", conv_id);
 	BSON_APPEND_BOOL(doc, "done", done);
@@ -327,15 +295,15 @@ static enum start_result find_user(struct cauth_conn *a, const char *db, const c
  * START_FAIL + why when the login cannot go on; START_WAIT while auth_query
  * looks the user up (with wait, a->wait waits for it; else it only warms
  * the cache). */
-static enum start_result sasl_start(struct cauth_conn *a, const bson_t *cmd, const char *db,
-				    const struct cauth_resolved *res, bool wait, char *out,
-				    size_t outlen, char *why, size_t whylen)
+enum start_result cauth_sasl_start(struct cauth_conn *a, const bson_t *cmd, const char *db,
+				   const struct cauth_resolved *res, bool wait, char *out,
+				   size_t outlen, char *why, size_t whylen)
 {
 	enum start_result r;
 	struct scram_client_first cf;
 	const struct users_entry *e;
 	const struct scram_secret *sec;
-	const char *mech_name = get_str(cmd, "mechanism"), *payload;
+	const char *mech_name = cauth_get_str(cmd, "mechanism"), *payload;
 	enum scram_mech m;
 	uint32_t len;
 
@@ -375,7 +343,7 @@ static void start_resumed(struct cq_waiter *w, enum cq_status st, const struct u
 
 /* A SASL step of a connection not logged in: auth_timeout_ms runs from the
  * first one (cauth_login_expired). */
-static void login_begins(struct cauth_conn *a)
+void cauth_login_begins(struct cauth_conn *a)
 {
 	if (!a->authed && a->login_since_usec == 0)
 		a->login_since_usec = g.now_usec;
@@ -391,15 +359,16 @@ static void wait_for_query(struct client *c, struct cauth_conn *a, struct reques
 static void cmd_sasl_start(struct client *c, struct request *req, const bson_t *body,
 			   const struct cauth_resolved *res)
 {
-	struct cauth_conn *a = conn_of(c);
+	struct cauth_conn *a = cauth_conn_of(c);
 	char out[SCRAM_MSG_MAX], why[256];
-	const char *db = get_str(body, "$db");
+	const char *db = cauth_get_str(body, "$db");
 	enum start_result r;
 	bson_t doc;
 
 	a->wait.done = start_resumed;
-	login_begins(a);
-	r = sasl_start(a, body, db ? db : "admin", res, true, out, sizeof(out), why, sizeof(why));
+	cauth_login_begins(a);
+	r = cauth_sasl_start(a, body, db ? db : "admin", res, true, out, sizeof(out), why,
+			     sizeof(why));
 	if (r == START_WAIT) {
 		a->wait_cmd = bson_copy(body);
 		wait_for_query(c, a, req);
@@ -410,7 +379,7 @@ static void cmd_sasl_start(struct client *c, struct request *req, const bson_t *
 		return;
 	}
 	bson_init(&doc);
-	append_sasl_reply(&doc, a->conv_id, false, out);
+	cauth_append_sasl_reply(&doc, a->conv_id, false, out);
 	BSON_APPEND_DOUBLE(&doc, "ok", 1.0);
 	request_reply_doc(req, &doc);
 	bson_destroy(&doc);
@@ -460,7 +429,7 @@ static bool same_conv(const struct cauth_conn *a, const bson_t *body)
 /* saslContinue: the proof (or the empty last step). */
 static void cmd_sasl_continue(struct client *c, struct request *req, const bson_t *body)
 {
-	struct cauth_conn *a = conn_of(c);
+	struct cauth_conn *a = cauth_conn_of(c);
 	char out[SCRAM_MSG_MAX], why[256];
 	const char *payload = "";
 	uint32_t len = 0;
@@ -494,7 +463,7 @@ static void cmd_sasl_continue(struct client *c, struct request *req, const bson_
 	}
 	a->proof_ok = true;
 	bson_init(&doc);
-	append_sasl_reply(&doc, a->conv_id, done, out);
+	cauth_append_sasl_reply(&doc, a->conv_id, done, out);
 	BSON_APPEND_DOUBLE(&doc, "ok", 1.0);
 	if (done)
 		logged_in(c, a);
@@ -546,139 +515,6 @@ void cauth_command(struct client *c, struct request *req, const bson_t *body)
 	}
 }
 
-/* connectionStatus, answered here: the client's own user. */
-static void connection_status(struct client *c, struct request *req)
-{
-	bson_t doc, info, arr, u;
-
-	bson_init(&doc);
-	BSON_APPEND_DOCUMENT_BEGIN(&doc, "authInfo", &info);
-	BSON_APPEND_ARRAY_BEGIN(&info, "authenticatedUsers", &arr);
-	if (c->auth != NULL && c->auth->authed) {
-		BSON_APPEND_DOCUMENT_BEGIN(&arr, "0", &u);
-		BSON_APPEND_UTF8(&u, "user", c->auth->user);
-		BSON_APPEND_UTF8(&u, "db", c->auth->db);
-		bson_append_document_end(&arr, &u);
-	}
-	bson_append_array_end(&info, &arr);
-	BSON_APPEND_ARRAY_BEGIN(&info, "authenticatedUserRoles", &arr);
-	bson_append_array_end(&info, &arr);
-	bson_append_document_end(&doc, &info);
-	BSON_APPEND_DOUBLE(&doc, "ok", 1.0);
-	request_reply_doc(req, &doc);
-	bson_destroy(&doc);
-}
-
-static bool allowed_unauthenticated(const struct route_info *ri)
-{
-	switch (ri->route) {
-	case ROUTE_HELLO:
-	case ROUTE_PING:
-	case ROUTE_AUTH:
-		return true;
-	case ROUTE_STATS:
-		return g.cfg.auth_stats_unauthenticated;
-	default:
-		return strcasecmp(ri->cmd, "buildInfo") == 0;
-	}
-}
-
-bool cauth_admit(struct client *c, struct request *req, const bson_t *body,
-		 const struct route_info *ri)
-{
-	char msg[160];
-
-	(void)body;
-	if (!enabled)
-		return true;
-	if (c->auth != NULL && c->auth->authed && c->auth->pu != NULL) {
-		req->user = c->auth->pu; /* per_user: runs as the client's user */
-		return true;		 /* connectionStatus too: the backend's view */
-	}
-	if (strcmp(ri->cmd, "connectionStatus") == 0) {
-		STAT_INC(requests_local);
-		connection_status(c, req);
-		return false;
-	}
-	if ((c->auth != NULL && c->auth->authed) || allowed_unauthenticated(ri))
-		return true;
-	STAT_INC(client_auth_unauthorized);
-	snprintf(msg, sizeof(msg), "mongoplex: command %s requires authentication", ri->cmd);
-	request_fail(req, MP_ERR(UNAUTHORIZED), msg, NULL);
-	return false;
-}
-
-/* saslSupportedMechs: "db.user" -> the mechanisms that user has. */
-static void supported_mechs(struct client *c, const bson_t *hello, bson_t *reply)
-{
-	const char *name = get_str(hello, "saslSupportedMechs"), *dot;
-	const struct users_entry *e;
-	char db[USERS_DB_MAX];
-	bson_t arr;
-	const char *key = "0";
-
-	if (name == NULL || (dot = strchr(name, '.')) == NULL || (size_t)(dot - name) >= sizeof(db))
-		return;
-	snprintf(db, sizeof(db), "%.*s", (int)(dot - name), name);
-	login_begins(conn_of(c));
-	e = users_find(&users, db, dot + 1);
-	if (e == NULL && cq_enabled()) /* a miss starts the lookup saslStart will need */
-		(void)cq_get(db, dot + 1, &conn_of(c)->wait, false, &e);
-	if (e == NULL)
-		return;
-	BSON_APPEND_ARRAY_BEGIN(reply, "saslSupportedMechs", &arr);
-	if (e->sha256.present) {
-		BSON_APPEND_UTF8(&arr, key, "SCRAM-SHA-256");
-		key = "1";
-	}
-	if (e->sha1.present)
-		BSON_APPEND_UTF8(&arr, key, "SCRAM-SHA-1");
-	bson_append_array_end(reply, &arr);
-}
-
-/* speculativeAuthenticate: run saslStart now; a failure only omits the
- * answer (the driver then runs saslStart, which fails with code 18). */
-static void speculative(struct client *c, const bson_t *hello, bson_t *reply)
-{
-	struct cauth_conn *a = conn_of(c);
-	char out[SCRAM_MSG_MAX], why[256];
-	bson_iter_t it;
-	const uint8_t *data;
-	uint32_t len;
-	bson_t spec, ans;
-	const char *db;
-
-	if (!bson_iter_init_find(&it, hello, "speculativeAuthenticate") ||
-	    !BSON_ITER_HOLDS_DOCUMENT(&it))
-		return;
-	bson_iter_document(&it, &len, &data);
-	if (!bson_init_static(&spec, data, len))
-		return;
-	db = get_str(&spec, "db");
-	why[0] = '\0'; /* START_WAIT leaves it empty */
-	login_begins(a);
-	if (sasl_start(a, &spec, db ? db : "admin", NULL, false, out, sizeof(out), why,
-		       sizeof(why)) != START_OK) {
-		client_log_rl(&rl_spec, LOG_LVL_INFO, c,
-			      "speculative login of \"%s.%s\" not started: %s", a->conv_db,
-			      a->conv_user,
-			      why[0] ? why : "its secret is being looked up (auth_query)");
-		return;
-	}
-	STAT_INC(client_auth_speculative);
-	BSON_APPEND_DOCUMENT_BEGIN(reply, "speculativeAuthenticate", &ans);
-	append_sasl_reply(&ans, a->conv_id, false, out);
-	bson_append_document_end(reply, &ans);
-}
-
-void cauth_extend_hello(struct client *c, const bson_t *hello, bson_t *reply)
-{
-	if (!enabled || hello == NULL)
-		return;
-	supported_mechs(c, hello, reply);
-	speculative(c, hello, reply);
-}
-
 bool cauth_login_expired(const struct client *c, uint64_t now, char *why, size_t whylen)
 {
 	const struct cauth_conn *a = c->auth;
@@ -701,63 +537,4 @@ bool cauth_login_expired(const struct client *c, uint64_t now, char *why, size_t
 		return true;
 	}
 	return false;
-}
-
-static bool loopback(const char *addr)
-{
-	return addr[0] == '\0' || strncmp(addr, "127.", 4) == 0 || strcmp(addr, "::1") == 0 ||
-	       strcmp(addr, "localhost") == 0;
-}
-
-bool cauth_check_config(const struct cfg *c, FILE *out)
-{
-	struct users_table t;
-	char err[CFG_ERR_LEN];
-
-	if (strcmp(c->auth_mode, "none") == 0) {
-		if (!loopback(c->listen_addr))
-			fprintf(
-			    out,
-			    "mongoplex: warning: listen_addr %s is not loopback and auth_mode = "
-			    "none: every client that can reach it gets the proxy's backend "
-			    "rights (set auth_mode = scram)\n",
-			    c->listen_addr);
-		return true;
-	}
-	if (c->auth_users_file[0] == '\0')
-		return true; /* auth_query only */
-	if (!users_load(c->auth_users_file, &t, err, sizeof(err))) {
-		fprintf(out, "mongoplex: auth_users_file: %s\n", err);
-		return false;
-	}
-	if (t.n == 0 && !c->auth_query)
-		fprintf(out, "mongoplex: warning: %s lists no users: nobody can log in\n",
-			c->auth_users_file);
-	users_free(&t);
-	return true;
-}
-
-int cauth_secret_main(const char *dbuser)
-{
-	char pw[1024], line[2048], err[256];
-	size_t n;
-
-	if (fgets(pw, sizeof(pw), stdin) == NULL) {
-		fprintf(stderr, "mongoplex: --scram-secret: no password on stdin\n");
-		return 1;
-	}
-	n = strcspn(pw, "\r\n");
-	pw[n] = '\0';
-	if (n == 0) {
-		fprintf(stderr, "mongoplex: --scram-secret: empty password\n");
-		return 1;
-	}
-	if (!users_format_line(dbuser, pw, line, sizeof(line), err, sizeof(err))) {
-		OPENSSL_cleanse(pw, sizeof(pw));
-		fprintf(stderr, "mongoplex: --scram-secret: %s\n", err);
-		return 1;
-	}
-	OPENSSL_cleanse(pw, sizeof(pw));
-	printf("%s\n", line);
-	return 0;
 }

@@ -27,12 +27,15 @@
 #include "pool/batch_ids.h"
 #include "pool/pin.h"
 #include "pool/pool.h"
+#include "pool/pool_users.h"
+#include "pool/route.h"
 #include "pool/select.h"
 #include "proxy/admin.h"
 #include "proxy/awaithello.h"
 #include "proxy/cauth.h"
 #include "proxy/client.h"
 #include "proxy/client_compress.h"
+#include "proxy/client_req.h"
 #include "proxy/cursor.h"
 #include "proxy/membound.h"
 #include "proxy/proxy.h"
@@ -76,11 +79,11 @@ void client_answer_hello(struct request *req, const struct backend_info *bi)
 		request_done(req);
 		return;
 	}
-	if (handshake_client_reply(req->hello_cmd, req->cmd, bi, (int64_t)c->id, !c->hello_seen,
-				   &reply)) {
+	if (handshake_client_reply(req->client->hello_cmd, req->cmd, bi, (int64_t)c->id,
+				   !c->hello_seen, &reply)) {
 		c->hello_seen = true;
-		ccomp_hello(c, req->hello_cmd, &reply);
-		cauth_extend_hello(c, req->hello_cmd, &reply);
+		ccomp_hello(c, req->client->hello_cmd, &reply);
+		cauth_extend_hello(c, req->client->hello_cmd, &reply);
 	} else {
 		STAT_INC(requests_errors);
 	}
@@ -135,7 +138,7 @@ static void handle_hello(struct client *c, struct request *req, const bson_t *bo
 {
 	struct pool *p = pool_target();
 
-	req->hello_cmd = bson_copy(body);
+	req->client->hello_cmd = bson_copy(body);
 	if (!c->hello_seen) {
 		pin_note_hello(&c->owner, body); /* loadBalanced: true (pool/pin.c) */
 		note_app_name(c, body);
@@ -232,6 +235,7 @@ static void forward(struct client *c, struct evbuffer **bufp, uint8_t *data, siz
 {
 	size_t newlen;
 
+	req->route->session = ri->session;    /* parsed once by the router */
 	pin_route(req, &m->body, ri->in_txn); /* load-balanced clients (pool/pin.c) */
 	if (ri->cursor_op && cursor_admit(req, m))
 		return; /* not this client's cursor: answered by proxy/cursor.c */
@@ -248,14 +252,14 @@ static void forward(struct client *c, struct evbuffer **bufp, uint8_t *data, siz
 	req->held_bytes = evbuffer_get_length(req->msg);
 	c->req_bytes += req->held_bytes;
 	membound_add((int64_t)req->held_bytes);
-	select_note(req, &m->body, ri->in_txn); /* replica sets: read preference, pin */
+	select_note(req, ri->in_txn); /* replica sets: read preference, pin */
 	if (ri->is_find && !ri->in_txn && g.cfg.batching && may_batch(c, req) &&
-	    req->read_pref == NULL /* merged lookups all go to the primary */ &&
+	    req->route->read_pref == NULL /* merged lookups all go to the primary */ &&
 	    batch_try_submit(req, &m->body))
 		return;
-	if (ri->is_find && g.cfg.adaptive_concurrency && req->ids == 0 &&
+	if (ri->is_find && g.cfg.adaptive_concurrency && req->route->ids == 0 &&
 	    batch_ids_classify(&m->body) == NULL)
-		req->ids = batch_ids_count(&m->body); /* a lookup's size (pool/limit.h) */
+		req->route->ids = batch_ids_count(&m->body); /* a lookup's size (pool/limit.h) */
 	pool_submit(req);
 }
 
@@ -298,7 +302,7 @@ static void handle_op_msg(struct client *c, struct evbuffer **bufp, uint8_t *dat
 		handle_local(c, &m, &ri, req);
 		return;
 	}
-	if (!sessionwide_admit(req, &m.body, &ri))
+	if (!sessionwide_admit(req, &m.body, &ri, !cauth_enabled() || !pool_users_enabled()))
 		return; /* other clients' sessions through a shared identity */
 	forward(c, bufp, data, len, &m, &ri, req);
 }

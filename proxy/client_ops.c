@@ -8,8 +8,9 @@
  *   sent to a backend / freed ─▶ its message bytes leave the memory bound
  *
  * Rules: requests of a client (and the proxy's own killCursors, which have
- * no owner) run `client_request_ops`; the batcher swaps in its own while a
- * lookup is a member of a batch and puts these back when it leaves.
+ * no owner) run `client_request_ops` for their whole life, also while one
+ * is a member of a batch (REQ_BATCHED: nothing of these runs then but
+ * abandon, which leaves it in its batch, and release).
  */
 #include "proxy/client.h"
 
@@ -26,6 +27,8 @@
 #include "core/wire.h"
 #include "core/evpool.h"
 #include "core/xalloc.h"
+#include "pool/route.h"
+#include "proxy/client_req.h"
 
 struct client *client_of(const struct request *req)
 {
@@ -124,11 +127,22 @@ static void reply(struct server *s, struct request *req, struct evbuffer *buf, u
 static void release(struct request *req)
 {
 	release_held(req);
-	cursor_note_free(req->cursor);
-	req->cursor = NULL;
-	pin_note_free(req->pin_note);
-	req->pin_note = NULL;
 }
+
+/* proxy/'s part of a request (client_req.h): what freeing it releases. */
+static void client_part_fini(struct request *req)
+{
+	cursor_note_free(req->client->cursor);
+	req->client->cursor = NULL;
+	if (req->client->hello_cmd != NULL)
+		bson_destroy(req->client->hello_cmd);
+	req->client->hello_cmd = NULL;
+}
+
+static const struct request_part client_part = {
+    .size = sizeof(struct req_client),
+    .fini = client_part_fini,
+};
 
 const struct request_ops client_request_ops = {
     .name = "client",
@@ -142,8 +156,15 @@ const struct request_ops client_request_ops = {
 
 struct request *client_request_new(struct client *c)
 {
-	struct request *req = request_new(c != NULL ? &c->owner : NULL, &client_request_ops);
+	static bool parts_set;
+	struct request *req;
 
+	if (!parts_set) { /* before the first request: pool/'s part and ours */
+		request_part_set(REQUEST_PART_ROUTE, &pool_route_part);
+		request_part_set(REQUEST_PART_CLIENT, &client_part);
+		parts_set = true;
+	}
+	req = request_new(c != NULL ? &c->owner : NULL, &client_request_ops);
 	if (c != NULL) {
 		req->reply_compressor = c->msg_compressor;
 		c->requests++;

@@ -50,6 +50,8 @@
 #include "core/request.h"
 #include "core/stats.h"
 #include "core/wire.h"
+#include "pool/route.h"
+#include "proxy/client_req.h"
 
 /* ---- reading commands and replies (top level only) ------------------ */
 
@@ -194,8 +196,8 @@ static void kill_send(struct kill_job *j)
 	bson_destroy(&cmd);
 	snprintf(req->cmd, sizeof(req->cmd), "killCursors");
 	n->nids = j->n;
-	req->cursor = n;
-	req->route_pool = j->pool;
+	req->client->cursor = n;
+	req->route->route_pool = j->pool;
 	kill_inflight++;
 	STAT_INC(cursor_kills_sent);
 	log_debug("killing %d cursors of a closed client on %s", j->n, j->ns);
@@ -338,11 +340,11 @@ static bool admit_getmore(struct request *req, const bson_t *body)
 		refuse_unknown(req, id);
 		return true;
 	}
-	req->cursor = note_new(NOTE_GETMORE, req->owner->id, ns);
-	req->route_pool = cursor_table_pool(id, ns); /* replica sets: the cursor's member */
-	req->cursor->ids = ids_alloc(1);
-	req->cursor->ids[0] = id;
-	req->cursor->nids = 1;
+	req->client->cursor = note_new(NOTE_GETMORE, req->owner->id, ns);
+	req->route->route_pool = cursor_table_pool(id, ns); /* replica sets: the cursor's member */
+	req->client->cursor->ids = ids_alloc(1);
+	req->client->cursor->ids[0] = id;
+	req->client->cursor->nids = 1;
 	bson_free(ns);
 	return false;
 }
@@ -368,8 +370,8 @@ static bool split_ids(struct request *req, bson_iter_t *arr, const char *ns, str
 			return false;
 		if (cursor_table_owner(id, ns) == req->owner->id) {
 			n->ids[n->nids++] = id;
-			if (req->route_pool == NULL)
-				req->route_pool = cursor_table_pool(id, ns);
+			if (req->route->route_pool == NULL)
+				req->route->route_pool = cursor_table_pool(id, ns);
 		} else {
 			n->foreign[n->nforeign++] = id;
 		}
@@ -434,7 +436,7 @@ static bool admit_kill(struct request *req, const bson_t *body)
 	ns = ns_of(cc.db, bson_iter_utf8(&cc.first_it, NULL));
 	n = note_new(NOTE_KILL, req->owner->id, ns);
 	bson_free(ns);
-	req->cursor = n;
+	req->client->cursor = n;
 	if (!split_ids(req, &cc.second_it, n->ns, n)) {
 		request_fail(req, MP_ERR(TYPE_MISMATCH),
 			     "mongoplex: killCursors: every cursor id must be a 64-bit integer",
@@ -487,20 +489,21 @@ static void reply_kill_merged(struct request *req, const bson_t *body, const str
 static void opened(struct request *req, int64_t id, const char *ns)
 {
 	if (req->owner != NULL) {
-		cursor_table_record(req->owner->id, pool_member_of(req->pool), id, ns ? ns : "");
+		cursor_table_record(req->owner->id, pool_member_of(req->route->pool), id,
+				    ns ? ns : "");
 		return;
 	}
-	if (ns == NULL || strchr(ns, '.') == NULL || req->pin != NULL)
+	if (ns == NULL || strchr(ns, '.') == NULL || req->route->pin != NULL)
 		return; /* a pin's cursor is killed on its connection (pool/pin.c) */
 	log_debug("cursor %" PRId64 " on %s opened for a client already gone: killing it", id, ns);
-	kill_enqueue(pool_member_of(req->pool), ns, id);
+	kill_enqueue(pool_member_of(req->route->pool), ns, id);
 	pump_schedule();
 }
 
 bool cursor_on_reply(struct request *req, const struct wire_msg *reply)
 {
 	const bson_t *body = &reply->body;
-	struct cursor_note *n = req->cursor;
+	struct cursor_note *n = req->client->cursor;
 	struct cursor_reply f;
 	int64_t id;
 	const char *ns;

@@ -27,6 +27,7 @@
 #include "proxy/client_tls.h"
 #include "proxy/janitor.h"
 #include "pool/pool.h"
+#include "proxy/admin_ctl.h"
 #include "proxy/awaithello.h"
 #include "proxy/cauth.h"
 #include "proxy/client.h"
@@ -226,6 +227,7 @@ int proxy_main(struct cfg *cfg, const char *cfg_path)
 	if (!cauth_start(err, sizeof(err)))
 		fatal("auth_users_file: %s", err);
 	setup_signals();
+	admin_ctl_set_reload(proxy_reload);
 	awaithello_init();
 	janitor_start();
 	if (!client_tls_start(err, sizeof(err)))

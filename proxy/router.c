@@ -1,6 +1,8 @@
 /*
  * router.c — command classification. Only the top-level keys of the body are
- * read: the command name (first key), $db, txnNumber, autocommit.
+ * read: the command name (first key), $db, and the session fields
+ * (core/session.h: lsid, txnNumber, startTransaction, autocommit,
+ * $readPreference), parsed here once for the whole proxy.
  */
 #include "proxy/router.h"
 
@@ -41,10 +43,151 @@ static enum route route_for(const char *cmd)
 	return ROUTE_FORWARD;
 }
 
+static uint32_t rd_le32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return BSON_UINT32_FROM_LE(v);
+}
+
+static uint64_t rd_le64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return BSON_UINT64_FROM_LE(v);
+}
+
+/* txnNumber's value: int32, int64, or a double inside int64's range (a cast
+ * of anything else is undefined). */
+static bool read_number(const struct bsonval_it *it, int64_t *out)
+{
+	double d;
+	uint64_t bits;
+
+	switch (it->type) {
+	case BSON_TYPE_INT32:
+		*out = (int32_t)rd_le32(it->value);
+		return true;
+	case BSON_TYPE_INT64:
+		*out = (int64_t)rd_le64(it->value);
+		return true;
+	case BSON_TYPE_DOUBLE:
+		bits = rd_le64(it->value);
+		memcpy(&d, &bits, sizeof(d));
+		if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
+			return false; /* NaN, infinite or out of range */
+		*out = (int64_t)d;
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* bson_iter_as_bool's truth: numbers are != 0, null/undefined false, other
+ * types true. */
+static bool truthy(const struct bsonval_it *it)
+{
+	double d;
+	uint64_t bits;
+
+	switch (it->type) {
+	case BSON_TYPE_BOOL:
+		return it->value[0] != 0;
+	case BSON_TYPE_INT32:
+		return rd_le32(it->value) != 0;
+	case BSON_TYPE_INT64:
+		return rd_le64(it->value) != 0;
+	case BSON_TYPE_DOUBLE:
+		bits = rd_le64(it->value);
+		memcpy(&d, &bits, sizeof(d));
+		return d != 0.0;
+	case BSON_TYPE_NULL:
+	case BSON_TYPE_UNDEFINED:
+		return false;
+	default:
+		return true;
+	}
+}
+
+/* lsid's first `id`, binary subtype 4 of 16 bytes, is the session's UUID
+ * (the lsid document lies inside the validated body). */
+static void read_lsid_uuid(struct req_session *s)
+{
+	struct bsonval_it sub;
+
+	bsonval_it_init(&sub, s->lsid_doc);
+	while (bsonval_it_next(&sub)) {
+		if (strcmp(sub.key, "id") != 0)
+			continue;
+		/* int32 length, subtype byte, the bytes */
+		if (sub.type == BSON_TYPE_BINARY && sub.vlen == 4 + 1 + 16 &&
+		    rd_le32(sub.value) == 16 && sub.value[4] == BSON_SUBTYPE_UUID) {
+			memcpy(s->lsid_uuid, sub.value + 5, 16);
+			s->has_lsid_uuid = true;
+		}
+		return; /* the first id counts */
+	}
+}
+
+enum { K_LSID = 1, K_TXN = 2, K_START = 4, K_AUTOCOMMIT = 8, K_READPREF = 16 };
+
+/* The session keys, first occurrence of each (see core/session.h); one
+ * string compare per key at most, and none for other keys' first two bytes. */
+static void read_session_key(const struct bsonval_it *it, struct req_session *s, unsigned *seen)
+{
+	const char *k = it->key;
+
+	switch (k[0]) {
+	case 'l':
+		if (k[1] != 's' || strcmp(k, "lsid") != 0 || (*seen & K_LSID))
+			return;
+		*seen |= K_LSID;
+		if (it->type == BSON_TYPE_DOCUMENT) {
+			s->has_lsid = true;
+			s->lsid_doc = it->value;
+			s->lsid_len = (uint32_t)it->vlen;
+		}
+		return;
+	case 't':
+		if (k[1] != 'x' || strcmp(k, "txnNumber") != 0 || (*seen & K_TXN))
+			return;
+		*seen |= K_TXN;
+		s->has_txn = true;
+		s->txn_numeric = read_number(it, &s->txn_number);
+		return;
+	case 's':
+		if (k[1] != 't' || strcmp(k, "startTransaction") != 0 || (*seen & K_START))
+			return;
+		*seen |= K_START;
+		s->start_txn = truthy(it);
+		return;
+	case 'a':
+		if (k[1] != 'u' || strcmp(k, "autocommit") != 0 || (*seen & K_AUTOCOMMIT))
+			return;
+		*seen |= K_AUTOCOMMIT;
+		s->autocommit_false = it->type == BSON_TYPE_BOOL && it->value[0] == 0;
+		return;
+	case '$':
+		if (k[1] != 'r' || strcmp(k, "$readPreference") != 0 || (*seen & K_READPREF))
+			return;
+		*seen |= K_READPREF;
+		if (it->type == BSON_TYPE_DOCUMENT) {
+			s->read_pref_doc = it->value;
+			s->read_pref_len = (uint32_t)it->vlen;
+		}
+		return;
+	default:
+		return;
+	}
+}
+
 bool router_classify(const bson_t *body, struct route_info *ri)
 {
 	struct bsonval_it it; /* the body was validated (wire_parse_msg) */
-	bool has_txn = false, autocommit_false = false;
+	struct req_session *s = &ri->session;
+	unsigned seen = 0;
 
 	memset(ri, 0, sizeof(*ri));
 	bsonval_it_init(&it, bson_get_data(body));
@@ -57,23 +200,25 @@ bool router_classify(const bson_t *body, struct route_info *ri)
 	do {
 		const char *k = it.key;
 
-		if (k[0] != '$' && k[0] != 't' && k[0] != 'a')
-			continue; /* none of the keys below: no string compares */
-		if (strcmp(k, "$db") == 0 && it.type == BSON_TYPE_UTF8)
-			ri->db = (const char *)it.value + 4;
-		else if (strcmp(k, "txnNumber") == 0)
-			has_txn = true;
-		else if (strcmp(k, "autocommit") == 0 && it.type == BSON_TYPE_BOOL)
-			autocommit_false = it.value[0] == 0;
+		if (k[0] == '$' && k[1] == 'd' && strcmp(k, "$db") == 0) {
+			if (it.type == BSON_TYPE_UTF8)
+				ri->db = (const char *)it.value + 4;
+		} else {
+			read_session_key(&it, s, &seen);
+		}
 	} while (bsonval_it_next(&it));
+	/* The session's UUID routes transactions only (select.c's member pin):
+	 * read for commands with a txnNumber. */
+	if (s->has_lsid && s->has_txn)
+		read_lsid_uuid(s);
 
 	ri->route = route_for(ri->cmd);
 	/* Any case: some servers (mongo-java-server) match command names so. */
 	ri->is_find = strcmp(ri->cmd, "find") == 0;
 	ri->cursor_op = !ri->is_find && (strcasecmp(ri->cmd, "getMore") == 0 ||
 					 strcasecmp(ri->cmd, "killCursors") == 0);
-	ri->in_txn = has_txn && autocommit_false;
-	ri->retryable_write = has_txn && !autocommit_false;
+	ri->in_txn = req_session_in_txn(s);
+	ri->retryable_write = s->has_txn && !s->autocommit_false;
 	if (ri->route == ROUTE_REFUSE)
 		ri->refuse_msg = "command not supported through mongoplex";
 	if (ri->db == NULL) {

@@ -7,6 +7,8 @@
 #include <bson/bson.h>
 #include <stdbool.h>
 
+#include "core/session.h"
+
 enum route {
 	ROUTE_FORWARD, /* raw-forward to a backend for one exchange */
 	ROUTE_HELLO,   /* hello / isMaster / ismaster: answered by the proxy */
@@ -26,6 +28,7 @@ struct route_info {
 	bool retryable_write; /* carries txnNumber outside a transaction */
 	bool is_find;	      /* candidate for the batcher */
 	const char *refuse_msg;
+	struct req_session session; /* lsid, txnNumber, ... (core/session.h) */
 };
 
 /* Returns false (with ri->refuse_msg set) when the body lacks $db. The body

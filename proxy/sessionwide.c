@@ -12,8 +12,6 @@
 #include "core/errors.h"
 #include "core/request.h"
 #include "core/stats.h"
-#include "pool/pool_users.h"
-#include "proxy/cauth.h"
 
 /* What in this command is session-wide (a command or stage name), or NULL. */
 static const char *sessionwide_part(const bson_t *body, const struct route_info *ri)
@@ -21,17 +19,13 @@ static const char *sessionwide_part(const bson_t *body, const struct route_info 
 	return sessionwide_find(bson_get_data(body), ri->cmd);
 }
 
-static bool identity_shared(void)
-{
-	return !cauth_enabled() || !pool_users_enabled();
-}
-
-bool sessionwide_admit(struct request *req, const bson_t *body, const struct route_info *ri)
+bool sessionwide_admit(struct request *req, const bson_t *body, const struct route_info *ri,
+		       bool identity_shared)
 {
 	const char *part;
 	char msg[400];
 
-	if (!identity_shared() || (part = sessionwide_part(body, ri)) == NULL)
+	if (!identity_shared || (part = sessionwide_part(body, ri)) == NULL)
 		return true;
 	STAT_INC(refused_sessionwide);
 	snprintf(msg, sizeof(msg),

@@ -24,7 +24,10 @@ struct request;
  * pipeline nested too deep to inspect, or NULL. (sessionwide_scan.c) */
 const char *sessionwide_find(const uint8_t *body, const char *cmd);
 
-/* Gate one command about to be forwarded. True: go on. False: it was
- * refused here (answered with code 13). */
-bool sessionwide_admit(struct request *req, const bson_t *body, const struct route_info *ri)
-    __attribute__((warn_unused_result));
+/* Gate one command about to be forwarded; identity_shared: every client
+ * reaches the backend as one identity (auth_mode = none, or auth_pool_mode
+ * = shared; the caller asks cauth and pool_users, so that this file calls
+ * no other proxy/ module). True: go on. False: it was refused here
+ * (answered with code 13). */
+bool sessionwide_admit(struct request *req, const bson_t *body, const struct route_info *ri,
+		       bool identity_shared) __attribute__((warn_unused_result));

@@ -1,4 +1,4 @@
-// FUZZ_SOURCES: pool/batch_ids.c pool/batch_split.c core/xalloc.c core/log.c
+// FUZZ_SOURCES: pool/batch_ids.c pool/batch_values.c pool/batch_split.c core/xalloc.c core/log.c
 /*
  * fuzz_batch.c — libFuzzer target for the batcher's pure path
  * (pool/batch_ids.c): classify → id lists → union ($in) → split of a

@@ -5,6 +5,8 @@
  * and keeps what runs; replies reach the owner through its callbacks.
  */
 #include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdlib.h>
 
 #include "core/request.h"
 
@@ -139,4 +141,81 @@ Test(request, reply_reaches_owner_through_callbacks)
 	cr_expect_eq(finished, 1, "owner's finished callback");
 	cr_expect_eq(a.inflight, 0);
 	cr_expect_eq(request_count(REQ_LOCAL), 0);
+}
+
+/* ---- the layers' parts (request_part_set) ---- */
+
+struct fake_route {
+	long words[5];
+	char *owned; /* what the layer attached: its fini frees it */
+};
+struct fake_client {
+	char c[3];
+};
+
+static int route_finis, client_finis, order;
+static int route_fini_at, release_at;
+
+static void fake_route_fini(struct request *req)
+{
+	struct fake_route *r = (struct fake_route *)req->route;
+
+	free(r->owned);
+	r->owned = NULL;
+	route_finis++;
+	route_fini_at = ++order;
+}
+
+static void fake_client_fini(struct request *req)
+{
+	(void)req;
+	client_finis++;
+}
+
+static void order_release(struct request *req)
+{
+	(void)req;
+	release_at = ++order;
+}
+
+static const struct request_ops order_ops = {
+    .name = "order",
+    .abandon = request_abandon_default,
+    .release = order_release,
+};
+
+Test(request, parts_zeroed_separate_and_freed_by_their_layer)
+{
+	static const struct request_part route = {sizeof(struct fake_route), fake_route_fini};
+	static const struct request_part client = {sizeof(struct fake_client), fake_client_fini};
+	struct request *r, *bare;
+	struct fake_route *fr;
+	char *base, *end;
+
+	bare = request_new(NULL, &stub_ops);
+	cr_assert_null(bare->route, "no part registered: no pointer");
+	cr_assert_null(bare->client);
+	request_part_set(REQUEST_PART_ROUTE, &route);
+	request_part_set(REQUEST_PART_CLIENT, &client);
+	r = request_new(NULL, &order_ops);
+	cr_assert_not_null(r->route);
+	cr_assert_not_null(r->client);
+	base = (char *)r;
+	fr = (struct fake_route *)r->route;
+	cr_assert_geq((char *)r->route, base + sizeof(*r), "after the request");
+	cr_assert_geq((char *)r->client, (char *)r->route + sizeof(struct fake_route),
+		      "parts do not overlap");
+	cr_assert_eq(((uintptr_t)r->route) % 16, 0, "aligned");
+	cr_assert_eq(((uintptr_t)r->client) % 16, 0, "aligned");
+	end = (char *)r->client + sizeof(struct fake_client);
+	for (char *p = (char *)r->route; p < end; p++)
+		cr_assert_eq(*p, 0, "zeroed at offset %td", p - base);
+	fr->owned = malloc(32); /* ASan's leak check fails if no fini frees it */
+	request_free(r);
+	cr_assert_eq(route_finis, 1);
+	cr_assert_eq(client_finis, 1);
+	cr_assert_lt(release_at, route_fini_at, "the creator's release runs first");
+	request_free(bare); /* made before the parts: none of their finis runs */
+	cr_assert_eq(route_finis, 1);
+	cr_assert_eq(client_finis, 1);
 }

@@ -205,3 +205,190 @@ Test(router, long_command_name_truncated_safely)
 	cr_assert_eq(strlen(ri.cmd), sizeof(ri.cmd) - 1);
 	cr_assert_eq(ri.route, ROUTE_FORWARD);
 }
+
+/* ---- the session fields (core/session.h), parsed once here ---- */
+
+static const uint8_t uuid[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+
+/* lsid = {id: UUID}. */
+static void lsid_doc(bson_t *lsid)
+{
+	bson_init(lsid);
+	bson_append_binary(lsid, "id", -1, BSON_SUBTYPE_UUID, uuid, 16);
+}
+
+Test(router_session, driver_shape_parsed_once)
+{
+	bson_t body = BSON_INITIALIZER, lsid, rp;
+	struct route_info ri;
+	const struct req_session *s = &ri.session;
+
+	lsid_doc(&lsid);
+	bson_init(&rp);
+	BSON_APPEND_UTF8(&rp, "mode", "secondary");
+	BSON_APPEND_UTF8(&body, "insert", "c");
+	BSON_APPEND_DOCUMENT(&body, "lsid", &lsid);
+	BSON_APPEND_INT64(&body, "txnNumber", 7);
+	BSON_APPEND_BOOL(&body, "startTransaction", true);
+	BSON_APPEND_BOOL(&body, "autocommit", false);
+	BSON_APPEND_DOCUMENT(&body, "$readPreference", &rp);
+	BSON_APPEND_UTF8(&body, "$db", "test");
+	cr_assert(router_classify(&body, &ri));
+	cr_assert(s->has_lsid && s->has_lsid_uuid);
+	cr_assert_eq(memcmp(s->lsid_uuid, uuid, 16), 0);
+	cr_assert_eq(s->lsid_len, lsid.len);
+	cr_assert_eq(memcmp(s->lsid_doc, bson_get_data(&lsid), lsid.len), 0);
+	cr_assert(s->has_txn && s->txn_numeric);
+	cr_assert_eq(s->txn_number, 7);
+	cr_assert(s->start_txn && s->autocommit_false);
+	cr_assert(ri.in_txn && !ri.retryable_write);
+	cr_assert_eq(s->read_pref_len, rp.len);
+	cr_assert_eq(memcmp(s->read_pref_doc, bson_get_data(&rp), rp.len), 0);
+	bson_destroy(&rp);
+	bson_destroy(&lsid);
+	bson_destroy(&body);
+}
+
+Test(router_session, plain_command_has_none)
+{
+	bson_t *body =
+	    BCON_NEW("find", BCON_UTF8("c"), "limit", BCON_INT32(1), "singleBatch", BCON_BOOL(true),
+		     "sort", "{", "a", BCON_INT32(1), "}", "$db", BCON_UTF8("test"));
+	struct route_info ri;
+
+	cr_assert(router_classify(body, &ri));
+	cr_assert(!ri.session.has_lsid && !ri.session.has_txn && !ri.session.start_txn);
+	cr_assert(!ri.session.autocommit_false && ri.session.read_pref_doc == NULL);
+	bson_destroy(body);
+}
+
+Test(router_session, lsid_not_a_document)
+{
+	bson_t *body = BCON_NEW("find", BCON_UTF8("c"), "lsid", BCON_UTF8("x"), "$readPreference",
+				"[", "]", "$db", BCON_UTF8("test"));
+	struct route_info ri;
+
+	cr_assert(router_classify(body, &ri));
+	cr_assert(!ri.session.has_lsid && !ri.session.has_lsid_uuid);
+	cr_assert_null(ri.session.read_pref_doc, "an array is no $readPreference document");
+	bson_destroy(body);
+}
+
+Test(router_session, lsid_id_not_a_uuid)
+{
+	static const uint8_t short_id[8] = {1};
+	bson_t lsid;
+	struct route_info ri;
+	/* subtype 0 of 16 bytes, subtype 4 of 8 bytes, an int, no id at all */
+	for (int shape = 0; shape < 4; shape++) {
+		bson_t body = BSON_INITIALIZER;
+
+		bson_init(&lsid);
+		if (shape == 0)
+			bson_append_binary(&lsid, "id", -1, BSON_SUBTYPE_BINARY, uuid, 16);
+		else if (shape == 1)
+			bson_append_binary(&lsid, "id", -1, BSON_SUBTYPE_UUID, short_id, 8);
+		else if (shape == 2)
+			BSON_APPEND_INT32(&lsid, "id", 1);
+		else
+			BSON_APPEND_INT32(&lsid, "uid", 1);
+		BSON_APPEND_UTF8(&body, "find", "c");
+		BSON_APPEND_DOCUMENT(&body, "lsid", &lsid);
+		BSON_APPEND_INT64(&body, "txnNumber", 1); /* the UUID is read with one */
+		BSON_APPEND_UTF8(&body, "$db", "test");
+		cr_assert(router_classify(&body, &ri));
+		cr_assert(ri.session.has_lsid, "shape %d: still a document", shape);
+		cr_assert(!ri.session.has_lsid_uuid, "shape %d: no UUID", shape);
+		bson_destroy(&lsid);
+		bson_destroy(&body);
+	}
+}
+
+Test(router_session, lsid_uuid_read_with_a_txn_number_only)
+{
+	bson_t body = BSON_INITIALIZER, lsid;
+	struct route_info ri;
+
+	lsid_doc(&lsid);
+	BSON_APPEND_UTF8(&body, "find", "c");
+	BSON_APPEND_DOCUMENT(&body, "lsid", &lsid);
+	BSON_APPEND_UTF8(&body, "$db", "test");
+	cr_assert(router_classify(&body, &ri));
+	cr_assert(ri.session.has_lsid && !ri.session.has_lsid_uuid,
+		  "no transaction, no routing by session: its id is not read");
+	cr_assert_eq(ri.session.lsid_len, lsid.len);
+	bson_destroy(&lsid);
+	bson_destroy(&body);
+}
+
+Test(router_session, txn_number_not_a_number)
+{
+	bson_t *body = BCON_NEW("insert", BCON_UTF8("c"), "txnNumber", BCON_UTF8("7"), "$db",
+				BCON_UTF8("test"));
+	struct route_info ri;
+
+	cr_assert(router_classify(body, &ri));
+	cr_assert(ri.session.has_txn && !ri.session.txn_numeric);
+	cr_assert(ri.retryable_write, "classified by presence, as before");
+	bson_destroy(body);
+	body = BCON_NEW("insert", BCON_UTF8("c"), "txnNumber", BCON_DOUBLE(1e300), "$db",
+			BCON_UTF8("test"));
+	cr_assert(router_classify(body, &ri));
+	cr_assert(!ri.session.txn_numeric, "a double outside int64 is no number");
+	bson_destroy(body);
+	body = BCON_NEW("insert", BCON_UTF8("c"), "txnNumber", BCON_DOUBLE(5.0), "$db",
+			BCON_UTF8("test"));
+	cr_assert(router_classify(body, &ri));
+	cr_assert(ri.session.txn_numeric && ri.session.txn_number == 5);
+	bson_destroy(body);
+	body = BCON_NEW("insert", BCON_UTF8("c"), "txnNumber", BCON_INT32(-3), "$db",
+			BCON_UTF8("test"));
+	cr_assert(router_classify(body, &ri));
+	cr_assert(ri.session.txn_numeric && ri.session.txn_number == -3);
+	bson_destroy(body);
+}
+
+Test(router_session, duplicate_keys_first_counts)
+{
+	static const uint8_t other[16] = {9};
+	bson_t body = BSON_INITIALIZER, lsid, lsid2;
+	struct route_info ri;
+
+	lsid_doc(&lsid);
+	bson_init(&lsid2);
+	bson_append_binary(&lsid2, "id", -1, BSON_SUBTYPE_UUID, other, 16);
+	BSON_APPEND_UTF8(&body, "insert", "c");
+	BSON_APPEND_DOCUMENT(&body, "lsid", &lsid);
+	BSON_APPEND_DOCUMENT(&body, "lsid", &lsid2);
+	BSON_APPEND_INT64(&body, "txnNumber", 1);
+	BSON_APPEND_INT64(&body, "txnNumber", 2);
+	BSON_APPEND_BOOL(&body, "startTransaction", false);
+	BSON_APPEND_BOOL(&body, "startTransaction", true);
+	BSON_APPEND_BOOL(&body, "autocommit", false);
+	BSON_APPEND_BOOL(&body, "autocommit", true);
+	BSON_APPEND_UTF8(&body, "$db", "test");
+	cr_assert(router_classify(&body, &ri));
+	cr_assert_eq(memcmp(ri.session.lsid_uuid, uuid, 16), 0);
+	cr_assert_eq(ri.session.txn_number, 1);
+	cr_assert(!ri.session.start_txn);
+	cr_assert(ri.session.autocommit_false && ri.in_txn);
+	bson_destroy(&lsid);
+	bson_destroy(&lsid2);
+	bson_destroy(&body);
+}
+
+Test(router_session, start_transaction_truthiness)
+{
+	bson_t *body = BCON_NEW("insert", BCON_UTF8("c"), "startTransaction", BCON_INT32(0), "$db",
+				BCON_UTF8("test"));
+	struct route_info ri;
+
+	cr_assert(router_classify(body, &ri));
+	cr_assert(!ri.session.start_txn);
+	bson_destroy(body);
+	body = BCON_NEW("insert", BCON_UTF8("c"), "startTransaction", BCON_UTF8("yes"), "$db",
+			BCON_UTF8("test"));
+	cr_assert(router_classify(body, &ri));
+	cr_assert(ri.session.start_txn, "as bson_iter_as_bool: a string is true");
+	bson_destroy(body);
+}
