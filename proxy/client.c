@@ -79,38 +79,6 @@ static struct log_rl rl_auth_timeout = {.what = "connections closed by auth_time
 static void sbuf_cb_client(struct sbuf *sb, enum sbuf_event ev, void *arg);
 static void resume_cb(evutil_socket_t fd, short what, void *arg);
 
-/* Every change of a client's socket buffers, for the memory bound. */
-static void account_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
-{
-	struct client *c = arg;
-	int64_t delta = (int64_t)info->n_added - (int64_t)info->n_deleted;
-
-	if (buf == c->sb.out && (info->n_deleted > 0 || info->orig_size == 0))
-		c->out_progress_usec = g.now_usec; /* written, or the first unsent byte */
-	if (buf == c->sb.out)
-		c->bytes_out += info->n_deleted;
-	else
-		c->bytes_in += info->n_added;
-	c->io_bytes = (size_t)((int64_t)c->io_bytes + delta);
-	membound_add(delta);
-}
-
-static bool account_start(struct client *c)
-{
-	return evbuffer_add_cb(c->sb.in, account_cb, c) != NULL &&
-	       evbuffer_add_cb(c->sb.out, account_cb, c) != NULL;
-}
-
-static void account_stop(struct client *c)
-{
-	if (c->sb.in != NULL)
-		evbuffer_remove_cb(c->sb.in, account_cb, c);
-	if (c->sb.out != NULL)
-		evbuffer_remove_cb(c->sb.out, account_cb, c);
-	membound_add(-(int64_t)c->io_bytes);
-	c->io_bytes = 0;
-}
-
 static const char *const state_names[] = {"new", "active", "justfree"};
 
 static void client_set_state(struct client *c, enum client_state st)
@@ -203,9 +171,10 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (!sbuf_accept(&c->sb, g.base, fd, sbuf_cb_client, c) ||
 	    (addr->sa_family != AF_UNIX && !client_tls_attach(&c->sb)) ||
-	    (c->resume_ev = event_new(g.base, -1, 0, resume_cb, c)) == NULL || !account_start(c)) {
+	    (c->resume_ev = event_new(g.base, -1, 0, resume_cb, c)) == NULL ||
+	    !client_account_start(c)) {
 		log_error("cannot set up client %s", c->peer);
-		account_stop(c);
+		client_account_stop(c);
 		sbuf_free(&c->sb); /* closes fd */
 		if (c->resume_ev != NULL)
 			event_free(c->resume_ev);
@@ -278,7 +247,7 @@ void client_free_deferred(void)
 
 	while ((c = TAILQ_FIRST(&clients_justfree)) != NULL) {
 		TAILQ_REMOVE(&clients_justfree, c, link);
-		account_stop(c);
+		client_account_stop(c);
 		sbuf_free(&c->sb);
 		event_free(c->resume_ev);
 		cauth_client_free(c);

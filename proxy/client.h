@@ -132,6 +132,12 @@ void client_free_deferred(void);
 void client_close_all(const char *reason);
 /* The connected client with this id (C-<id>, hello's connectionId), or NULL. */
 struct client *client_find(uint64_t id);
+
+/* Start / stop counting c's buffered bytes (memory bound, bytes in and out;
+ * proxy/client_account.c). Start fails when libevent cannot add the
+ * callbacks; stop takes c's bytes out of the bound. */
+bool client_account_start(struct client *c);
+void client_account_stop(struct client *c);
 void client_janitor(uint64_t now);
 void client_apply_cfg(void);
 
