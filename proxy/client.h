@@ -134,7 +134,7 @@ void client_close_all(const char *reason);
 struct client *client_find(uint64_t id);
 
 /* Start / stop counting c's buffered bytes (memory bound, bytes in and out;
- * proxy/client_account.c). Start fails when libevent cannot add the
+ * proxy/membound.c). Start fails when libevent cannot add the
  * callbacks; stop takes c's bytes out of the bound. */
 bool client_account_start(struct client *c);
 void client_account_stop(struct client *c);

@@ -1,12 +1,17 @@
 /*
  * membound.c — the global memory bound: one byte count, a paused flag with
- * hysteresis, and a deferred event that tells the clients (see membound.h).
+ * hysteresis, and a deferred event that tells the clients (see membound.h);
+ * and the client socket buffers' accounting that feeds it (bytes in and out
+ * for mongoplexShow clients, the output's progress for
+ * client_write_timeout_ms).
  */
 #include "proxy/membound.h"
 
+#include <event2/buffer.h>
 #include <event2/event.h>
 
 #include "proxy/client.h"
+#include "core/globals.h"
 #include "core/log.h"
 #include "proxy/proxy.h"
 
@@ -94,4 +99,36 @@ void membound_free(void)
 	if (tell != NULL)
 		event_free(tell);
 	tell = NULL;
+}
+
+/* Every change of a client's socket buffers, for the memory bound. */
+static void account_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct client *c = arg;
+	int64_t delta = (int64_t)info->n_added - (int64_t)info->n_deleted;
+
+	if (buf == c->sb.out && (info->n_deleted > 0 || info->orig_size == 0))
+		c->out_progress_usec = g.now_usec; /* written, or the first unsent byte */
+	if (buf == c->sb.out)
+		c->bytes_out += info->n_deleted;
+	else
+		c->bytes_in += info->n_added;
+	c->io_bytes = (size_t)((int64_t)c->io_bytes + delta);
+	membound_add(delta);
+}
+
+bool client_account_start(struct client *c)
+{
+	return evbuffer_add_cb(c->sb.in, account_cb, c) != NULL &&
+	       evbuffer_add_cb(c->sb.out, account_cb, c) != NULL;
+}
+
+void client_account_stop(struct client *c)
+{
+	if (c->sb.in != NULL)
+		evbuffer_remove_cb(c->sb.in, account_cb, c);
+	if (c->sb.out != NULL)
+		evbuffer_remove_cb(c->sb.out, account_cb, c);
+	membound_add(-(int64_t)c->io_bytes);
+	c->io_bytes = 0;
 }
