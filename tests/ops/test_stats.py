@@ -79,6 +79,10 @@ LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(?:,|$)')
 MEMBER_GAUGES = {"member_pool_size": "poolSize", "member_in_use": "inUse",
                  "member_idle": "idle", "member_connecting": "connecting",
                  "member_queued": "queued"}
+# Per-pool families of the adaptive limit (pool/limit.c), labelled with the
+# member (and db.user for per-user pools); their BSON twins in pools[].
+POOL_GAUGES = {"pool_limit": "limit", "pool_inflight": "inflight", "pool_queued": "queued"}
+POOL_FAMILIES = list(POOL_GAUGES) + ["pool_min_rtt_seconds"]
 
 
 def parse_prom(text):
@@ -175,6 +179,17 @@ def compare(prom_text, s, adjust_self):
             if samples.get(key) != pool[field]:
                 diffs.append("%s = %s, pools[%s].%s = %s" % (key, samples.get(key),
                                                              pool["host"], field, pool[field]))
+        for fam, field in POOL_GAUGES.items():
+            key = ("mongoplex_" + fam, (("member", pool["host"]),))
+            if samples.get(key) != pool[field]:
+                diffs.append("%s = %s, pools[%s].%s = %s" % (key, samples.get(key),
+                                                             pool["host"], field, pool[field]))
+        key = ("mongoplex_pool_min_rtt_seconds", (("member", pool["host"]),))
+        if samples.get(key) is None or not math.isclose(samples[key], pool["minRttMicros"] / 1e6,
+                                                        abs_tol=1e-6):
+            diffs.append("%s = %s, pools[%s].minRttMicros = %s" % (key, samples.get(key),
+                                                                   pool["host"],
+                                                                   pool["minRttMicros"]))
         key = ("mongoplex_member_info", (("member", pool["host"]), ("type", pool["type"])))
         if samples.get(key) != 1:
             diffs.append("%s missing" % (key,))
@@ -386,6 +401,7 @@ def test_metrics_format():
     want.update({"mongoplex_%s" % k: "gauge" for k in s["gauges"]})
     want.update({"mongoplex_%s" % k: "histogram" for k in s["histograms"]})
     want.update({"mongoplex_%s" % k: "gauge" for k in list(MEMBER_GAUGES) + ["member_info"]})
+    want.update({"mongoplex_%s" % k: "gauge" for k in POOL_FAMILIES})
     check_eq(types, want, "metric families and their TYPE (one per BSON counter, gauge, "
              "histogram)")
     check_eq(set(helps), set(want), "families with a HELP line")
