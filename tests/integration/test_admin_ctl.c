@@ -104,13 +104,18 @@ static void *worker_main(void *arg)
 static void load_start(struct load *l, struct worker *ws, int n, const char *uri)
 {
 	memset(l, 0, sizeof(*l));
-	snprintf(l->uri, sizeof(l->uri), "%s", uri);
 	h_unique(l->db, sizeof(l->db), "it_ctl");
 	snprintf(l->coll, sizeof(l->coll), "load");
 	pthread_mutex_init(&l->mu, NULL);
+	/* The driver's own retries off: a restart that fails an operation
+	 * must show as a failure here, and "0 failed" under a pause means the
+	 * proxy held everything, not that libmongoc retried once in time (an
+	 * ASan run of the no-pause control saw every failure retried away). */
+	snprintf(l->uri, sizeof(l->uri), "%s%sretryWrites=false&retryReads=false", uri,
+		 strchr(uri, '?') != NULL ? "&" : (uri[strlen(uri) - 1] == '/' ? "?" : "/?"));
 	for (int i = 0; i < n; i++) { /* clients made here: the harness asserts */
 		ws[i] = (struct worker){.l = l, .tid = i};
-		ws[i].c = h_client_uri(uri, "admin-ctl-load");
+		ws[i].c = h_client_uri(l->uri, "admin-ctl-load");
 		cr_assert(ws[i].c != NULL);
 	}
 	for (int i = 0; i < n; i++)
