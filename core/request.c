@@ -78,7 +78,6 @@ void request_owner_init(struct request_owner *o, uint64_t id, const struct reque
 	o->id = id;
 	o->ops = ops;
 	TAILQ_INIT(&o->requests);
-	TAILQ_INIT(&o->pins);
 }
 
 /* The layers' parts, laid out after the request (request_part_set). */

@@ -39,6 +39,7 @@ struct server;
 struct wire_msg;
 struct request;
 struct request_owner;
+struct owner_route;
 struct lb_pin;
 struct req_route;
 struct req_client;
@@ -116,10 +117,10 @@ struct request_owner {
 	int n_state[REQ_NSTATES + 1]; /* per state ([REQ_NSTATES]: scratch, "none") */
 	int n_phase[3];		      /* requests per phase class: idle, waiting, running */
 	int phase;		      /* the owner's phase, as counted in request.c */
-	struct server *sticky;	      /* pool/sticky.c: connection of its unacknowledged write */
-	bool load_balanced;	      /* pool/pin.c: said loadBalanced: true in its hello */
-	TAILQ_HEAD(pin_head, lb_pin) pins; /* pool/pin.c: its pinned connections */
-	int n_pins;
+	/* pool/'s part (pool/route.h: its sticky connection, its load-balanced
+	 * pins), allocated by pool/ when first needed and freed by
+	 * pool_owner_fini: a new pool feature adds its field there. */
+	struct owner_route *route;
 	const struct request_owner_ops *ops;
 };
 

@@ -71,8 +71,8 @@ void pin_note_hello(struct request_owner *o, const bson_t *hello)
 	bson_iter_t it;
 
 	if (bson_iter_init_find(&it, hello, "loadBalanced") && bson_iter_as_bool(&it) &&
-	    !o->load_balanced) {
-		o->load_balanced = true;
+	    !owner_load_balanced(o)) {
+		owner_route(o)->load_balanced = true;
 		STAT_INC(lb_clients);
 	}
 }
@@ -128,7 +128,9 @@ static struct lb_pin *find_pin(const struct request_owner *o, const struct pin_n
 {
 	struct lb_pin *pin;
 
-	TAILQ_FOREACH(pin, &o->pins, owner_link)
+	if (o->route == NULL)
+		return NULL;
+	TAILQ_FOREACH(pin, &o->route->pins, owner_link)
 		for (int i = 0; i < pin->nitems; i++) {
 			const struct pin_item *it = &pin->items[i];
 
@@ -146,7 +148,7 @@ void pin_route(struct request *req, const bson_t *body, bool in_txn)
 	struct request_owner *o = req->owner;
 	struct pin_note *n;
 
-	if (o == NULL || !o->load_balanced || req->more_to_come)
+	if (o == NULL || !owner_load_balanced(o) || req->more_to_come)
 		return;
 	n = xcalloc(1, sizeof(*n));
 	req->route->pin_note = n;
@@ -225,7 +227,9 @@ static struct lb_pin *least_busy(const struct request_owner *o)
 {
 	struct lb_pin *pin, *best = NULL;
 
-	TAILQ_FOREACH(pin, &o->pins, owner_link)
+	if (o->route == NULL)
+		return NULL;
+	TAILQ_FOREACH(pin, &o->route->pins, owner_link)
 		if (best == NULL || waitq_count(&pin->waiting) + (pin->server->req != NULL) <
 					waitq_count(&best->waiting) + (best->server->req != NULL))
 			best = pin;
@@ -252,7 +256,7 @@ bool pin_submit(struct request *req, struct pool *p)
 	if (pin_expired_refuse(req))
 		return true;
 	if (pin == NULL && (pin_wants(req) || pin_may_open(req)) && req->owner != NULL &&
-	    req->owner->n_pins > 0 && (!pin_owner_room(req->owner) || !pin_pool_room(p))) {
+	    owner_pin_count(req->owner) > 0 && (!pin_owner_room(req->owner) || !pin_pool_room(p))) {
 		pin = least_busy(req->owner); /* at a bound: share one of its own pins */
 		req->route->pin_note->op &= ~(unsigned)PIN_OP_WANT;
 		STAT_INC(lb_pin_shared);
@@ -274,7 +278,9 @@ void pin_owner_kick(struct request_owner *o)
 {
 	struct lb_pin *pin;
 
-	TAILQ_FOREACH(pin, &o->pins, owner_link)
+	if (o->route == NULL)
+		return;
+	TAILQ_FOREACH(pin, &o->route->pins, owner_link)
 		if (pin_server_free(pin->server))
 			run_next(pin);
 }
@@ -296,9 +302,9 @@ static struct lb_pin *pin_new(struct server *s, struct request_owner *o)
 	pin->owner = o;
 	pin->owner_id = o->id;
 	pin_owner_identity(o, pin->identity, sizeof(pin->identity));
-	TAILQ_INSERT_TAIL(&o->pins, pin, owner_link);
-	o->n_pins++;
-	server_debug(s, "pinned to C-%" PRIu64 " (%d pins)", pin->owner_id, o->n_pins);
+	TAILQ_INSERT_TAIL(&owner_route(o)->pins, pin, owner_link);
+	o->route->n_pins++;
+	server_debug(s, "pinned to C-%" PRIu64 " (%d pins)", pin->owner_id, o->route->n_pins);
 	return pin;
 }
 
@@ -482,12 +488,21 @@ bool pin_on_reply(struct server *s, struct request *req, const bson_t *body)
 	return true;
 }
 
+void pin_unlink_owner(struct lb_pin *pin)
+{
+	struct owner_route *r;
+
+	if (pin->owner == NULL)
+		return;
+	r = pin->owner->route;
+	TAILQ_REMOVE(&r->pins, pin, owner_link);
+	r->n_pins--;
+	pin->owner = NULL;
+}
+
 static void pin_free(struct lb_pin *pin)
 {
-	if (pin->owner != NULL) {
-		TAILQ_REMOVE(&pin->owner->pins, pin, owner_link);
-		pin->owner->n_pins--;
-	}
+	pin_unlink_owner(pin);
 	TAILQ_REMOVE(&pin_all, pin, all_link);
 	npins--;
 	waitq_fini(&pin->waiting);

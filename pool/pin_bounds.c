@@ -37,7 +37,7 @@ static int identity_pins(const struct request_owner *o, char *id, size_t len)
 
 	pin_owner_identity(o, id, len);
 	if (id[0] == '\0')
-		return o->n_pins;
+		return owner_pin_count(o);
 	TAILQ_FOREACH(pin, &pin_all, all_link)
 		if (pin->owner == o || (pin->owner != NULL && strcmp(pin->identity, id) == 0))
 			n++;

@@ -92,14 +92,11 @@ static bool idle_expired(const struct lb_pin *pin, uint64_t now, uint64_t limit)
  * its waiters go back to pool_submit (a getMore of one gets 43 there). */
 static void expire(struct lb_pin *pin)
 {
-	struct request_owner *o = pin->owner;
 	struct request_queue moved = {TAILQ_HEAD_INITIALIZER(moved.list), 0};
 
 	STAT_INC(lb_pins_expired);
 	waitq_take_all(&pin->waiting, &moved);
-	TAILQ_REMOVE(&o->pins, pin, owner_link);
-	o->n_pins--;
-	pin->owner = NULL;
+	pin_unlink_owner(pin);
 	for (int i = 0; i < pin->nitems; i++) {
 		expired_add(pin->owner_id, pin->items[i].id);
 		pin_queue_kill(pin, pin->items[i].id, pin->items[i].ns);
@@ -221,10 +218,8 @@ void pin_owner_closed(struct request_owner *o)
 {
 	struct lb_pin *pin;
 
-	while ((pin = TAILQ_FIRST(&o->pins)) != NULL) {
-		TAILQ_REMOVE(&o->pins, pin, owner_link);
-		o->n_pins--;
-		pin->owner = NULL;
+	while (o->route != NULL && (pin = TAILQ_FIRST(&o->route->pins)) != NULL) {
+		pin_unlink_owner(pin);
 		for (int i = 0; i < pin->nitems; i++) {
 			if (pin->items[i].txn)
 				queue_abort(pin, &pin->items[i]);

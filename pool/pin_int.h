@@ -60,6 +60,8 @@ bool pin_expired_refuse(struct request *req);
 /* pin_end.c: queue a killCursors of cursor `id` in `ns` ("db.coll") on the
  * pinned connection (a proxy cleanup command, no owner). */
 void pin_queue_kill(struct lb_pin *pin, int64_t id, const char *ns);
+/* `pin` leaves its owner's list (o->route, pool/route.h), if it has one. */
+void pin_unlink_owner(struct lb_pin *pin);
 /* The request wants a connection of its own (a new pin). */
 static inline bool pin_wants(const struct request *req)
 {

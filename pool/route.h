@@ -55,5 +55,24 @@ struct req_route {
 	void (*hello_answer)(struct request *req, const struct backend_info *bi);
 };
 
+/* pool/'s part of a request owner (a client: o->route, core/request.h):
+ * allocated on first use by owner_route(), freed by pool_owner_fini when
+ * the owner goes. Readers of an owner that may have none use the
+ * owner_* accessors, which answer "nothing" for NULL. */
+struct owner_route {
+	struct server *sticky; /* pool/sticky.c: connection of its unacknowledged write */
+	bool load_balanced;    /* pool/pin.c: said loadBalanced: true in its hello */
+	TAILQ_HEAD(owner_pins, lb_pin) pins; /* pool/pin.c: its pinned connections */
+	int n_pins;
+};
+
+struct owner_route *owner_route(struct request_owner *o);
+struct server *owner_sticky(const struct request_owner *o);
+bool owner_load_balanced(const struct request_owner *o);
+int owner_pin_count(const struct request_owner *o);
+/* The owner's gone: frees its part (after pin_owner_closed and
+ * sticky_owner_closed have let go of what it held). */
+void pool_owner_fini(struct request_owner *o);
+
 /* The part's description for request_part_set(REQUEST_PART_ROUTE, ...). */
 extern const struct request_part pool_route_part;

@@ -13,11 +13,11 @@
 #include "core/wire.h"
 #include "pool/route.h"
 
-static int n_sticky; /* owners with o->sticky set */
+static int n_sticky; /* owners with a sticky connection (o->route->sticky) */
 
 struct server *sticky_target(const struct request *req)
 {
-	return req->owner != NULL ? req->owner->sticky : NULL;
+	return req->owner != NULL ? owner_sticky(req->owner) : NULL;
 }
 
 bool sticky_behind_unacked(const struct request *req)
@@ -56,9 +56,9 @@ void sticky_enqueue(struct server *s, struct request *req)
 
 static void attach(struct server *s, struct request_owner *o)
 {
-	if (o->sticky == s)
+	if (owner_sticky(o) == s)
 		return;
-	o->sticky = s;
+	owner_route(o)->sticky = s;
 	s->sticky_owner = o;
 	n_sticky++;
 }
@@ -69,7 +69,7 @@ static void detach(struct server *s)
 
 	if (o == NULL)
 		return;
-	o->sticky = NULL;
+	o->route->sticky = NULL;
 	s->sticky_owner = NULL;
 	n_sticky--;
 }
@@ -160,8 +160,8 @@ static void sticky_server_closed(struct server *s)
 
 void sticky_owner_closed(struct request_owner *o)
 {
-	if (o->sticky != NULL)
-		detach(o->sticky);
+	if (owner_sticky(o) != NULL)
+		detach(owner_sticky(o));
 }
 
 static bool watch_released(struct server *s)

@@ -53,6 +53,7 @@
 #include "proxy/janitor.h"
 #include "pool/pin.h"
 #include "pool/pool.h"
+#include "pool/route.h"
 #include "pool/select.h"
 #include "pool/sticky.h"
 #include "proxy/awaithello.h"
@@ -218,6 +219,7 @@ static void close_reason(struct client *c, struct log_rl *rl, const char *fmt, v
 	pin_owner_closed(&c->owner);	      /* LB pins: kill/abort on the pinned connection */
 	cursor_client_closed(c->id);	      /* kills its open cursors on the backend */
 	sticky_owner_closed(&c->owner);
+	pool_owner_fini(&c->owner); /* pool/'s part of the owner, once both let go */
 	sbuf_close(&c->sb);
 	event_del(c->resume_ev);
 	client_set_state(c, CL_JUSTFREE);
@@ -420,7 +422,7 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
 static bool resume_needed(const struct client *c)
 {
 	return c->reading_paused || c->closing || evbuffer_get_length(c->sb.in) > 0 ||
-	       c->owner.n_state[REQ_QUEUED] > 0 || !TAILQ_EMPTY(&c->owner.pins);
+	       c->owner.n_state[REQ_QUEUED] > 0 || owner_pin_count(&c->owner) > 0;
 }
 
 /* Deferred: never re-enter parsing from inside a server's callback. */

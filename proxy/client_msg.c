@@ -221,7 +221,7 @@ static bool may_batch(struct client *c, const struct request *req)
 {
 	const struct request *r;
 
-	if (c->owner.sticky != NULL || !client_may_dispatch(c))
+	if (owner_sticky(&c->owner) != NULL || !client_may_dispatch(c))
 		return false;
 	TAILQ_FOREACH(r, &c->owner.requests, client_link)
 		if (r != req && r->more_to_come)
