@@ -24,10 +24,13 @@
 #include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <mongoc/mongoc.h>
 
 #ifdef MP_HAVE_SYSTEMD
 #include <systemd/sd-daemon.h>
@@ -106,6 +109,7 @@ static int reserve_port(struct cfg *cfg)
 static void start_worker(int i, struct cfg *cfg, const char *path, int port_fd)
 {
 	pid_t pid;
+	int rc;
 
 	wstats_slot(i)->ready = 0;
 	pid = fork();
@@ -123,7 +127,11 @@ static void start_worker(int i, struct cfg *cfg, const char *path, int port_fd)
 		g.worker_id = i;
 		wstats_attach(i);
 		cfg_for_worker(cfg, nw, i);
-		_exit(proxy_main(cfg, path));
+		/* exit, not _exit: a worker ends as the single process does (the
+		 * ASan build's leak check runs in it too). */
+		rc = proxy_main(cfg, path);
+		mongoc_cleanup();
+		exit(rc);
 	}
 	ws[i].pid = pid;
 	wstats_slot(i)->pid = pid;
@@ -159,8 +167,11 @@ static void worker_ended(int i, int st)
 		log_notice("workers: worker %d (pid %d) exited with code %d", i, (int)ws[i].pid,
 			   WEXITSTATUS(st));
 	ws[i].pid = 0;
-	if (stopping)
+	if (stopping) { /* the master's code: the first worker's that was not 0 */
+		if (g.exit_code == 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+			g.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 		return;
+	}
 	ws[i].start_failures = listened ? 0 : ws[i].start_failures + 1;
 	if (ws[i].start_failures >= START_FAILURES) {
 		log_error("workers: worker %d failed %d times in a row before it listened; "
