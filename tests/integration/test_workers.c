@@ -193,3 +193,53 @@ Test(workers, max_client_conn_is_divided, .timeout = 120)
 	mongoc_client_destroy(cs[0]);
 	proxy_stop(p);
 }
+
+/* A getMore for a cursor opened on another connection: refused as today
+ * with one worker (cursors belong to their connection), also when that
+ * connection is on the other worker; the owner's own getMore still works. */
+Test(workers, getmore_from_another_worker, .timeout = 120)
+{
+	struct proxy *p = start_workers(NULL);
+	mongoc_client_t *a = h_proxy_client(p, "itest-workers-cur"), *b = NULL;
+	char db[64], json[200];
+	bson_t reply, st;
+	bson_error_t err;
+	int64_t id;
+	int wa;
+	bool ok;
+
+	h_unique(db, sizeof(db), "it_wk_cur");
+	for (int i = 0; i < 6; i++)
+		cr_assert(crud(a, db, i));
+	cr_assert(h_cmd_json(a, db, "{\"find\": \"w\", \"batchSize\": 2}", &reply, &err), "%s",
+		  err.message);
+	id = h_get_int(&reply, "cursor.id", 0);
+	bson_destroy(&reply);
+	cr_assert_neq(id, 0);
+	wa = client_worker(a, &st);
+	bson_destroy(&st);
+	for (int i = 0; i < 64 && b == NULL; i++) {
+		b = h_proxy_client(p, "itest-workers-cur");
+		if (client_worker(b, &st) == wa) {
+			mongoc_client_destroy(b);
+			b = NULL;
+		}
+		bson_destroy(&st);
+	}
+	cr_assert_not_null(b, "no connection landed on the other worker in 64 tries");
+	snprintf(
+	    json, sizeof(json),
+	    "{\"getMore\": {\"$numberLong\": \"%lld\"}, \"collection\": \"w\", \"batchSize\": 2}",
+	    (long long)id);
+	ok = h_cmd_json(b, db, json, &reply, &err);
+	cr_assert_not(ok, "another worker's client read the cursor");
+	cr_log_info("foreign getMore: %s", err.message);
+	bson_destroy(&reply);
+	ok = h_cmd_json(a, db, json, &reply, &err);
+	cr_assert(ok, "the owner's getMore failed: %s", err.message);
+	cr_assert_eq(h_get_int(&reply, "cursor.nextBatch.1._id", -1), 3);
+	bson_destroy(&reply);
+	mongoc_client_destroy(a);
+	mongoc_client_destroy(b);
+	proxy_stop(p);
+}
