@@ -37,6 +37,12 @@ static const struct cfg_key keys[] = {
      "host:port for the Prometheus text endpoint (/metrics; port 0 picks a free port, "
      "logged at startup). Empty: off. Only GET and HEAD of /metrics are served; requests "
      "with more than 8 KB of headers or 4 KB of body are refused."},
+    {"workers", CFG_INT, OFF(workers), "1", 0, 64, false, "network",
+     "Worker processes, each an event loop on its own listening socket (SO_REUSEPORT on "
+     "the same address: the kernel spreads connections). 1: one process, as before. 0: one "
+     "per online CPU. max_client_conn, max_unauth_conn, max_backend_conn, max_queue, "
+     "max_buffer_bytes, pool_size and min_pool_size are divided by the number of workers "
+     "(rounded up, at least 1) so the limits stay process-wide (docs/scaling.md)."},
     {"metrics_timeout_ms", CFG_INT, OFF(metrics_timeout_ms), "10000", 100, 600000, true, "network",
      "A metrics connection is closed this long after it was accepted, whatever it is doing "
      "(a slow or half-sent request); each connection serves one request."},

@@ -27,6 +27,7 @@ struct cfg {
 	char *metrics_listen;
 	int64_t metrics_timeout_ms;
 	int64_t metrics_max_connections;
+	int64_t workers; /* processes (proxy/workers.c); 0: one per CPU */
 	/* client TLS (proxy/client_tls.c) */
 	char *client_tls_mode; /* disabled | allowTLS | preferTLS | requireTLS */
 	char *client_tls_cert_file;
@@ -131,6 +132,13 @@ bool cfg_set(struct cfg *c, const char *name, const char *value, char *err, size
 /* Cross-field checks (min <= max, URI parses, ...). */
 bool cfg_validate(const struct cfg *c, char *err, size_t errlen)
     __attribute__((warn_unused_result));
+
+/* Worker id's settings of n workers (n > 1; n <= 1: unchanged): its share of
+ * the process-wide limits, each of max_client_conn, max_unauth_conn,
+ * max_backend_conn (when set), max_queue, max_buffer_bytes, pool_size,
+ * min_pool_size divided by n, rounded up, at least 1 (max_buffer_bytes: its
+ * 1 MB minimum); and only worker 0 serves unix_socket and metrics_listen. */
+void cfg_for_worker(struct cfg *c, int n, int id);
 
 /* Reload: copy into `next` the old values of keys that cannot change at
  * runtime, logging each one that the new file tried to change. */

@@ -15,6 +15,7 @@
 
 #include "core/compress.h"
 #include "core/tls.h"
+#include "core/xalloc.h"
 
 /* A failed check: the message, and the settings it is about in blame
  * (b1 NULL: one setting). Always false, to be returned. */
@@ -143,4 +144,32 @@ bool cfg_validate(const struct cfg *c, char *err, size_t errlen)
 	const char *blame[2] = {NULL, NULL};
 
 	return cfg_check(c, blame, err, errlen);
+}
+
+static int64_t share(int64_t v, int n, int64_t floor)
+{
+	int64_t q = (v + n - 1) / n;
+
+	return q < floor ? floor : q;
+}
+
+void cfg_for_worker(struct cfg *c, int n, int id)
+{
+	if (n <= 1)
+		return;
+	if (id != 0) {
+		free(c->unix_socket);
+		c->unix_socket = xstrdup("");
+		free(c->metrics_listen);
+		c->metrics_listen = xstrdup("");
+	}
+	c->max_client_conn = share(c->max_client_conn, n, 1);
+	c->max_unauth_conn = c->max_unauth_conn ? share(c->max_unauth_conn, n, 1) : 0;
+	c->max_backend_conn = c->max_backend_conn ? share(c->max_backend_conn, n, 1) : 0;
+	c->max_queue = share(c->max_queue, n, 1);
+	c->max_buffer_bytes = share(c->max_buffer_bytes, n, 1024 * 1024);
+	c->pool_size = share(c->pool_size, n, 1);
+	c->min_pool_size = c->min_pool_size ? share(c->min_pool_size, n, 0) : 0;
+	if (c->adaptive_min_limit > c->pool_size)
+		c->adaptive_min_limit = c->pool_size;
 }

@@ -23,6 +23,8 @@ struct proxy_globals {
 	bool shutting_down;   /* SIGTERM received: refuse new work, drain */
 	uint64_t shutdown_deadline_usec;
 	int exit_code;
+	int nworkers;  /* worker processes (proxy/workers.c); 1: no master */
+	int worker_id; /* this process's index, 0 .. nworkers - 1 */
 };
 
 extern struct proxy_globals g;

@@ -4,7 +4,8 @@
  */
 #include "core/stats.h"
 
-struct mp_counters stats;
+static struct mp_counters own_stats;
+struct mp_counters *stats_p = &own_stats;
 
 struct hist hist_queue_wait_ms = {"queue_wait_ms",
 				  "Time requests waited for a backend connection (ms)",

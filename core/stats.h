@@ -118,7 +118,10 @@ struct mp_counters {
 #undef X
 };
 
-extern struct mp_counters stats;
+/* The counters in force: this process's own, or with workers > 1 its slot
+ * of the shared mapping (core/wstats.c), so any worker can sum them all. */
+extern struct mp_counters *stats_p;
+#define stats (*stats_p)
 
 #define STAT_INC(name)	  (stats.name++)
 #define STAT_ADD(name, n) (stats.name += (n))

@@ -62,9 +62,11 @@ static void error_cb(struct evconnlistener *l, void *arg)
 static bool add_listener(const struct sockaddr *sa, socklen_t len, const char *what, char *err,
 			 size_t errlen)
 {
-	struct evconnlistener *l = evconnlistener_new_bind(
-	    g.base, accept_cb, NULL,
-	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, 1024, sa, (int)len);
+	/* workers > 1: every worker listens on the same port (proxy/workers.c). */
+	unsigned flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC |
+			 (g.nworkers > 1 && sa->sa_family != AF_UNIX ? LEV_OPT_REUSEABLE_PORT : 0);
+	struct evconnlistener *l =
+	    evconnlistener_new_bind(g.base, accept_cb, NULL, flags, 1024, sa, (int)len);
 
 	if (l == NULL) {
 		snprintf(err, errlen, "cannot listen on %s: %s", what, strerror(errno));

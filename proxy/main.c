@@ -15,6 +15,7 @@
 #include "proxy/admin_cli.h"
 #include "proxy/cauth.h"
 #include "proxy/proxy.h"
+#include "proxy/workers.h"
 #include "version.h"
 
 static void usage(FILE *out)
@@ -149,7 +150,10 @@ int main(int argc, char **argv)
 	}
 	if (verbose)
 		cfg.log_level = LOG_LVL_DEBUG;
-	rc = proxy_main(&cfg, path);
+	if (workers_wanted(&cfg) > 1)
+		rc = workers_main(&cfg, path, workers_wanted(&cfg));
+	else
+		rc = proxy_main(&cfg, path);
 	mongoc_cleanup();
 	return rc;
 }

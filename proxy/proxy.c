@@ -38,15 +38,18 @@
 #include "core/evpool.h"
 #include "core/stats.h"
 #include "core/topover.h"
+#include "core/wstats.h"
 #include "version.h"
 
 static struct event *sig_hup, *sig_term, *sig_int, *drain_ev;
 static uint64_t quiesce_end_usec; /* SIGTERM + shutdown_quiesce_ms */
 
+/* With workers the master alone talks to systemd (proxy/workers.c). */
 static void notify(const char *state)
 {
 #ifdef MP_HAVE_SYSTEMD
-	sd_notify(0, state);
+	if (g.nworkers <= 1)
+		sd_notify(0, state);
 #else
 	(void)state;
 #endif
@@ -238,6 +241,7 @@ int proxy_main(struct cfg *cfg, const char *cfg_path)
 		fatal("%s", err);
 	log_notice("mongoplex %s started: backend %s, pool_size %" PRId64 ", batching %s",
 		   MP_VERSION, pool_target()->name, g.cfg.pool_size, g.cfg.batching ? "on" : "off");
+	wstats_ready();
 	notify("READY=1");
 	event_base_dispatch(g.base);
 	teardown();

@@ -19,6 +19,7 @@ bool reload_prepare(const char *path, struct reload_parts *rp, char *err, size_t
 	memset(rp, 0, sizeof(*rp));
 	if (!cfg_load(path, &rp->cfg, err, errlen))
 		return false;
+	cfg_for_worker(&rp->cfg, g.nworkers, g.worker_id);
 	cfg_keep_static(&g.cfg, &rp->cfg);
 	if (!cauth_prepare(&rp->cfg, &rp->users, err, errlen))
 		return false;

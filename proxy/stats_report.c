@@ -22,6 +22,7 @@
 #include "proxy/cursor_table.h"
 #include "proxy/membound.h"
 #include "core/stats.h"
+#include "core/wstats.h"
 #include "proxy/proxy.h"
 #include "version.h"
 
@@ -197,18 +198,62 @@ static void pool_to_bson(bson_t *arr, int i, const struct pool *p)
 	bson_append_document_end(arr, &doc);
 }
 
+/* The counters of the whole proxy: every worker's slot summed (workers > 1). */
+static const struct mp_counters *counters_total(struct mp_counters *buf)
+{
+	if (wstats_count() == 0)
+		return &stats;
+	wstats_sum(buf);
+	return buf;
+}
+
+static void counters_to_bson(bson_t *parent, const char *key, const struct mp_counters *c)
+{
+	bson_t doc;
+
+	BSON_APPEND_DOCUMENT_BEGIN(parent, key, &doc);
+#define X(name, help) BSON_APPEND_INT64(&doc, #name, (int64_t)c->name);
+	MP_COUNTERS(X)
+#undef X
+	bson_append_document_end(parent, &doc);
+}
+
+/* workers > 1: which worker answered, and each worker's own counters. */
+static void workers_to_bson(bson_t *out)
+{
+	bson_t arr, doc;
+	char key[16];
+	const char *k;
+
+	if (wstats_count() == 0)
+		return;
+	BSON_APPEND_INT32(out, "worker", g.worker_id);
+	BSON_APPEND_ARRAY_BEGIN(out, "workers", &arr);
+	for (int i = 0; i < wstats_count(); i++) {
+		const struct wslot *w = wstats_slot(i);
+
+		bson_uint32_to_string((uint32_t)i, &k, key, sizeof(key));
+		BSON_APPEND_DOCUMENT_BEGIN(&arr, k, &doc);
+		BSON_APPEND_INT32(&doc, "worker", i);
+		BSON_APPEND_INT32(&doc, "pid", w->pid);
+		BSON_APPEND_BOOL(&doc, "listening", w->ready != 0);
+		BSON_APPEND_INT64(&doc, "restarts", (int64_t)w->restarts);
+		counters_to_bson(&doc, "counters", &w->counters);
+		bson_append_document_end(&arr, &doc);
+	}
+	bson_append_array_end(out, &arr);
+}
+
 void stats_to_bson(bson_t *out)
 {
 	struct gauges gs;
+	struct mp_counters sum;
 	bson_t doc, arr;
 
 	gauges_read(&gs);
 	BSON_APPEND_UTF8(out, "version", MP_VERSION);
-	BSON_APPEND_DOCUMENT_BEGIN(out, "counters", &doc);
-#define X(name, help) BSON_APPEND_INT64(&doc, #name, (int64_t)stats.name);
-	MP_COUNTERS(X)
-#undef X
-	bson_append_document_end(out, &doc);
+	counters_to_bson(out, "counters", counters_total(&sum));
+	workers_to_bson(out);
 	BSON_APPEND_DOCUMENT_BEGIN(out, "gauges", &doc);
 #define X(name, help) BSON_APPEND_INT64(&doc, #name, (int64_t)gs.name);
 	MP_GAUGES(X)
@@ -399,18 +444,49 @@ static void pools_to_prom(struct evbuffer *out)
 	}
 }
 
+/* workers > 1: mongoplex_worker_NAME_total{worker="i"} per counter. */
+static void workers_to_prom(struct evbuffer *out)
+{
+	if (wstats_count() == 0)
+		return;
+	evbuffer_add_printf(out, "# HELP mongoplex_worker_info Worker processes: 1 per worker, "
+				 "labelled with its pid\n# TYPE mongoplex_worker_info gauge\n");
+	for (int i = 0; i < wstats_count(); i++)
+		evbuffer_add_printf(out, "mongoplex_worker_info{worker=\"%d\",pid=\"%d\"} 1\n", i,
+				    wstats_slot(i)->pid);
+	evbuffer_add_printf(out,
+			    "# HELP mongoplex_worker_restarts_total Times the master "
+			    "restarted a worker\n# TYPE mongoplex_worker_restarts_total counter\n");
+	for (int i = 0; i < wstats_count(); i++)
+		evbuffer_add_printf(out, "mongoplex_worker_restarts_total{worker=\"%d\"} %llu\n", i,
+				    (unsigned long long)wstats_slot(i)->restarts);
+#define X(name, help)                                                                              \
+	evbuffer_add_printf(out,                                                                   \
+			    "# HELP mongoplex_worker_%s_total %s (per worker)\n"                   \
+			    "# TYPE mongoplex_worker_%s_total counter\n",                          \
+			    #name, help, #name);                                                   \
+	for (int i = 0; i < wstats_count(); i++)                                                   \
+		evbuffer_add_printf(out, "mongoplex_worker_%s_total{worker=\"%d\"} %llu\n", #name, \
+				    i, (unsigned long long)wstats_slot(i)->counters.name);
+	MP_COUNTERS(X)
+#undef X
+}
+
 void stats_to_prometheus(struct evbuffer *out)
 {
 	struct gauges gs;
+	struct mp_counters sum;
+	const struct mp_counters *c = counters_total(&sum);
 
 	gauges_read(&gs);
 #define X(name, help)                                                                              \
 	evbuffer_add_printf(out,                                                                   \
 			    "# HELP mongoplex_%s_total %s\n# TYPE mongoplex_%s_total counter\n"    \
 			    "mongoplex_%s_total %llu\n",                                           \
-			    #name, help, #name, #name, (unsigned long long)stats.name);
+			    #name, help, #name, #name, (unsigned long long)c->name);
 	MP_COUNTERS(X)
 #undef X
+	workers_to_prom(out);
 #define X(name, help)                                                                              \
 	evbuffer_add_printf(                                                                       \
 	    out, "# HELP mongoplex_%s %s\n# TYPE mongoplex_%s gauge\nmongoplex_%s %lld\n", #name,  \

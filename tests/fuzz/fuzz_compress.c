@@ -29,7 +29,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-struct mp_counters stats; /* core/stats.c is not linked */
+static struct mp_counters fuzz_stats; /* core/stats.c is not linked */
+struct mp_counters *stats_p = &fuzz_stats;
 
 _Noreturn void fatal(const char *fmt, ...)
 {

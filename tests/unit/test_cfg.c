@@ -419,9 +419,9 @@ Test(cfg, keep_static_on_reload)
 
 Test(cfg, reloadable_flags_match_intent)
 {
-	static const char *const fixed[] = {"listen_addr",	"listen_port",	  "unix_socket",
-					    "unix_socket_mode", "metrics_listen", "backend_uri",
-					    "client_tls_mode",	"auth_mode",	  "auth_pool_mode"};
+	static const char *const fixed[] = {
+	    "listen_addr", "listen_port",     "unix_socket", "unix_socket_mode", "metrics_listen",
+	    "backend_uri", "client_tls_mode", "auth_mode",   "auth_pool_mode",	 "workers"};
 	size_t n;
 	const struct cfg_key *keys = cfg_keys(&n);
 
@@ -432,6 +432,27 @@ Test(cfg, reloadable_flags_match_intent)
 			is_fixed |= strcmp(keys[i].name, fixed[j]) == 0;
 		cr_assert_eq(keys[i].reloadable, !is_fixed, "%s", keys[i].name);
 	}
+}
+
+/* workers = 2: each worker's share of the process-wide limits, rounded up. */
+Test(cfg, limits_divided_per_worker)
+{
+	struct cfg c;
+
+	cfg_defaults(&c);
+	c.max_client_conn = 5;
+	c.pool_size = 1;
+	c.max_backend_conn = 0;
+	c.max_queue = 10;
+	cfg_for_worker(&c, 2, 1);
+	cr_assert_eq(c.max_client_conn, 3);
+	cr_assert_eq(c.pool_size, 1);
+	cr_assert_eq(c.max_backend_conn, 0, "0 (no cap) stays 0");
+	cr_assert_eq(c.max_queue, 5);
+	cr_assert_str_eq(c.unix_socket, "", "only worker 0 serves the unix socket");
+	cfg_for_worker(&c, 1, 0);
+	cr_assert_eq(c.max_client_conn, 3, "1 worker: unchanged");
+	cfg_free(&c);
 }
 
 /* ---- the shipped example file --------------------------------------------------- */

@@ -1,0 +1,39 @@
+/*
+ * wstats.h — the workers' shared statistics (workers > 1): one slot per
+ * worker in a MAP_SHARED anonymous mapping the master creates before it
+ * forks. A worker's counters live in its slot (stats_p points there), so
+ * whichever worker answers mongoplexStats or /metrics sums every slot.
+ *
+ * Rules: a slot's counters are written only by its worker (aligned 64-bit
+ * stores: a reader sees each value whole, the set of them not as one
+ * snapshot); pid, ready and restarts only by the master, except ready,
+ * which the worker sets once it listens and the master clears before a
+ * restart. A restarted worker keeps its slot's counters: totals never go
+ * back.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/stats.h"
+
+struct wslot {
+	int32_t pid;	   /* the worker's process id (master) */
+	int32_t ready;	   /* 1 once the worker listens (worker), 0 at (re)start (master) */
+	uint64_t restarts; /* times the master restarted this worker */
+	struct mp_counters counters;
+};
+
+/* Create n slots (the master, before forking); false if mmap fails. */
+bool wstats_create(int n) __attribute__((warn_unused_result));
+/* In a worker: count into slot i from now on. */
+void wstats_attach(int i);
+/* Slots (0 when there are no workers) and slot i. */
+int wstats_count(void);
+struct wslot *wstats_slot(int i);
+/* The sum of every slot's counters into out. */
+void wstats_sum(struct mp_counters *out);
+/* In a worker: mark its slot listening. */
+void wstats_ready(void);

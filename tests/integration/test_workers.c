@@ -1,0 +1,245 @@
+/*
+ * test_workers.c — workers = 2 (issue 25 item 1): connections spread over
+ * both workers and all work; the summed counters equal the per-worker
+ * figures; a SIGKILLed worker is restarted while the other serves; SIGHUP
+ * reaches every worker; SIGTERM drains them all; max_client_conn is
+ * divided between the workers. Waits are hang guards, never thresholds.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+
+#define NCLIENTS 16
+#define WAIT_MS	 30000 /* hang guard */
+
+static struct proxy *start_workers(const char *extra)
+{
+	char cfg[512];
+	struct proxy *p;
+
+	snprintf(cfg, sizeof(cfg), "workers = 2\n%s", extra ? extra : "");
+	p = proxy_start(cfg);
+	cr_assert(log_wait(p, "all 2 workers listening", WAIT_MS), "workers not listening");
+	return p;
+}
+
+/* A ping, then which worker answered this client's connection. */
+static int client_worker(mongoc_client_t *c, bson_t *st)
+{
+	h_stats(c, st);
+	return (int)h_get_int(st, "worker", -1);
+}
+
+/* One insert and a read of it through c; true when both worked. */
+static bool crud(mongoc_client_t *c, const char *db, int i)
+{
+	char json[128];
+	bson_t reply;
+	bson_error_t err;
+	bool ok;
+
+	snprintf(json, sizeof(json), "{\"insert\": \"w\", \"documents\": [{\"_id\": %d}]}", i);
+	ok = h_cmd_json(c, db, json, &reply, &err) && h_get_int(&reply, "n", -1) == 1;
+	bson_destroy(&reply);
+	if (!ok)
+		return false;
+	snprintf(json, sizeof(json), "{\"find\": \"w\", \"filter\": {\"_id\": %d}}", i);
+	ok = h_cmd_json(c, db, json, &reply, &err) &&
+	     h_get_int(&reply, "cursor.firstBatch.0._id", -1) == i;
+	bson_destroy(&reply);
+	return ok;
+}
+
+Test(workers, connections_spread_and_all_work, .timeout = 120)
+{
+	struct proxy *p = start_workers(NULL);
+	mongoc_client_t *cs[NCLIENTS];
+	int seen[2] = {0, 0}, w;
+	char db[64];
+	bson_t st;
+
+	h_unique(db, sizeof(db), "it_wk");
+	for (int i = 0; i < NCLIENTS; i++) {
+		cs[i] = h_proxy_client(p, "itest-workers");
+		cr_assert(crud(cs[i], db, i), "client %d: CRUD failed", i);
+		w = client_worker(cs[i], &st);
+		cr_assert(w == 0 || w == 1, "client %d: worker %d", i, w);
+		seen[w]++;
+		bson_destroy(&st);
+	}
+	cr_assert(seen[0] > 0 && seen[1] > 0, "connections on workers: %d and %d", seen[0],
+		  seen[1]);
+	/* The totals are the sum of the workers' slots, in one document. */
+	h_stats(cs[0], &st);
+	cr_assert_eq(h_get_int(&st, "workers.0.counters.requests_total", -1) +
+			 h_get_int(&st, "workers.1.counters.requests_total", -1),
+		     h_counter(&st, "requests_total"));
+	cr_assert_eq(h_get_int(&st, "workers.0.counters.clients_accepted", -1) +
+			 h_get_int(&st, "workers.1.counters.clients_accepted", -1),
+		     h_counter(&st, "clients_accepted"));
+	cr_assert_geq(h_counter(&st, "clients_accepted"), NCLIENTS);
+	bson_destroy(&st);
+	for (int i = 0; i < NCLIENTS; i++)
+		mongoc_client_destroy(cs[i]);
+	proxy_stop(p);
+}
+
+Test(workers, killed_worker_is_restarted, .timeout = 120)
+{
+	struct proxy *p = start_workers(NULL);
+	mongoc_client_t *c = h_proxy_client(p, "itest-workers-kill");
+	char db[64];
+	bson_t st;
+	pid_t victim;
+	int fails = 0;
+
+	h_unique(db, sizeof(db), "it_wk_kill");
+	h_stats(c, &st);
+	victim = (pid_t)h_get_int(&st, "workers.1.pid", -1);
+	bson_destroy(&st);
+	mongoc_client_destroy(c);
+	cr_assert_gt(victim, 0);
+	cr_assert_eq(kill(victim, SIGKILL), 0);
+	cr_assert(log_wait(p, "killed by signal 9", WAIT_MS), "the death was not logged");
+	/* Meanwhile, and after its restart, every new client works. */
+	for (int i = 0; i < NCLIENTS; i++) {
+		c = h_proxy_client(p, "itest-workers-kill");
+		fails += !crud(c, db, i);
+		mongoc_client_destroy(c);
+	}
+	cr_assert_eq(fails, 0);
+	c = h_proxy_client(p, "itest-workers-kill");
+	for (int64_t deadline = h_now_ms() + WAIT_MS; h_now_ms() < deadline; h_sleep_ms(20)) {
+		h_stats(c, &st);
+		if (h_get_int(&st, "workers.1.restarts", 0) == 1 &&
+		    h_get_bool(&st, "workers.1.listening"))
+			break;
+		bson_destroy(&st);
+		st = (bson_t)BSON_INITIALIZER;
+	}
+	cr_assert_eq(h_get_int(&st, "workers.1.restarts", 0), 1);
+	cr_assert_neq(h_get_int(&st, "workers.1.pid", -1), victim);
+	bson_destroy(&st);
+	mongoc_client_destroy(c);
+	proxy_assert_alive(p, "after a worker was killed");
+	proxy_stop(p);
+}
+
+Test(workers, sighup_reaches_every_worker, .timeout = 120)
+{
+	struct proxy *p = start_workers(NULL);
+	mongoc_client_t *c = h_proxy_client(p, "itest-workers-hup");
+	bson_t st = BSON_INITIALIZER;
+	int64_t r0 = 0, r1 = 0;
+
+	cr_assert_eq(kill(p->pid, SIGHUP), 0);
+	for (int64_t deadline = h_now_ms() + WAIT_MS; h_now_ms() < deadline; h_sleep_ms(20)) {
+		bson_destroy(&st);
+		h_stats(c, &st);
+		r0 = h_get_int(&st, "workers.0.counters.reloads", -1);
+		r1 = h_get_int(&st, "workers.1.counters.reloads", -1);
+		if (r0 == 1 && r1 == 1)
+			break;
+	}
+	cr_assert(r0 == 1 && r1 == 1, "reloads per worker: %lld, %lld", (long long)r0,
+		  (long long)r1);
+	cr_assert_eq(h_counter(&st, "reloads"), 2);
+	bson_destroy(&st);
+	mongoc_client_destroy(c);
+	proxy_stop(p);
+}
+
+Test(workers, sigterm_drains_every_worker, .timeout = 120)
+{
+	struct proxy *p = start_workers("shutdown_quiesce_ms = 0\n");
+
+	cr_assert_eq(kill(p->pid, SIGTERM), 0);
+	cr_assert(log_wait(p, "every worker has exited; master exiting", WAIT_MS));
+	cr_assert(log_contains(p, "workers: worker 0 (pid"));
+	for (int64_t deadline = h_now_ms() + WAIT_MS; h_now_ms() < deadline && proxy_alive(p);)
+		h_sleep_ms(10);
+	cr_assert(!proxy_alive(p));
+	cr_assert(WIFEXITED(p->wait_status) && WEXITSTATUS(p->wait_status) == 0);
+	proxy_stop(p);
+}
+
+/* max_client_conn = 4 over 2 workers: 2 each. Of 5 connections held open,
+ * the kernel puts at least 3 on one worker, so at least one is refused,
+ * and never more than 4 are served. */
+Test(workers, max_client_conn_is_divided, .timeout = 120)
+{
+	struct proxy *p = start_workers("max_client_conn = 4\n");
+	mongoc_client_t *cs[5];
+	char db[64];
+	int ok = 0;
+	bson_t st;
+
+	h_unique(db, sizeof(db), "it_wk_lim");
+	for (int i = 0; i < 5; i++) {
+		cs[i] = h_proxy_client(p, "itest-workers-limit");
+		ok += crud(cs[i], db, i);
+	}
+	cr_assert(ok >= 1 && ok <= 4, "%d of 5 connections served", ok);
+	for (int i = 0; i < 5; i++)
+		mongoc_client_destroy(cs[i]);
+	cs[0] = h_proxy_client(p, "itest-workers-limit");
+	h_stats(cs[0], &st);
+	cr_assert_geq(h_counter(&st, "clients_refused"), 5 - ok);
+	bson_destroy(&st);
+	mongoc_client_destroy(cs[0]);
+	proxy_stop(p);
+}
+
+/* A getMore for a cursor opened on another connection: refused as today
+ * with one worker (cursors belong to their connection), also when that
+ * connection is on the other worker; the owner's own getMore still works. */
+Test(workers, getmore_from_another_worker, .timeout = 120)
+{
+	struct proxy *p = start_workers(NULL);
+	mongoc_client_t *a = h_proxy_client(p, "itest-workers-cur"), *b = NULL;
+	char db[64], json[200];
+	bson_t reply, st;
+	bson_error_t err;
+	int64_t id;
+	int wa;
+	bool ok;
+
+	h_unique(db, sizeof(db), "it_wk_cur");
+	for (int i = 0; i < 6; i++)
+		cr_assert(crud(a, db, i));
+	cr_assert(h_cmd_json(a, db, "{\"find\": \"w\", \"batchSize\": 2}", &reply, &err), "%s",
+		  err.message);
+	id = h_get_int(&reply, "cursor.id", 0);
+	bson_destroy(&reply);
+	cr_assert_neq(id, 0);
+	wa = client_worker(a, &st);
+	bson_destroy(&st);
+	for (int i = 0; i < 64 && b == NULL; i++) {
+		b = h_proxy_client(p, "itest-workers-cur");
+		if (client_worker(b, &st) == wa) {
+			mongoc_client_destroy(b);
+			b = NULL;
+		}
+		bson_destroy(&st);
+	}
+	cr_assert_not_null(b, "no connection landed on the other worker in 64 tries");
+	snprintf(
+	    json, sizeof(json),
+	    "{\"getMore\": {\"$numberLong\": \"%lld\"}, \"collection\": \"w\", \"batchSize\": 2}",
+	    (long long)id);
+	ok = h_cmd_json(b, db, json, &reply, &err);
+	cr_assert_not(ok, "another worker's client read the cursor");
+	cr_log_info("foreign getMore: %s", err.message);
+	bson_destroy(&reply);
+	ok = h_cmd_json(a, db, json, &reply, &err);
+	cr_assert(ok, "the owner's getMore failed: %s", err.message);
+	cr_assert_eq(h_get_int(&reply, "cursor.nextBatch.1._id", -1), 3);
+	bson_destroy(&reply);
+	mongoc_client_destroy(a);
+	mongoc_client_destroy(b);
+	proxy_stop(p);
+}
