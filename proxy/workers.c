@@ -40,6 +40,7 @@
 #include "core/log.h"
 #include "core/wstats.h"
 #include "proxy/proxy.h"
+#include "proxy/reload.h"
 
 #define MAX_WORKERS	 64
 #define RESTARTS_PER_SEC 5
@@ -205,26 +206,44 @@ static void reap(void)
 				worker_ended(i, st);
 }
 
-static void reload(const char *path)
+/* The master checks the file as a worker will (reload_prepare: the
+ * settings, the users file, the backend password, the client TLS files),
+ * so that a reload applies to every worker or to none; a valid file
+ * becomes the master's config too (its static settings kept, as each
+ * worker keeps them), so that a worker restarted after a reload starts
+ * with what the others now run, not with the file of the start. */
+static void reload(struct cfg *cfg, const char *path)
 {
 	char err[CFG_ERR_LEN];
-	struct cfg next;
+	struct reload_parts rp;
+	struct cfg next, saved = g.cfg;
+	bool ok;
 
-	if (path == NULL || !cfg_load(path, &next, err, sizeof(err))) {
-		log_error("workers: SIGHUP: reload rejected, not sent to the workers: %s",
-			  path == NULL ? "no config file (-c)" : err);
+	if (path == NULL) {
+		log_error("workers: SIGHUP: reload rejected, not sent to the workers: no config "
+			  "file (-c)");
 		return;
 	}
-	cfg_free(&next);
+	g.cfg = *cfg; /* what reload_prepare compares the static settings with */
+	ok = reload_prepare(path, &rp, err, sizeof(err));
+	g.cfg = saved;
+	reload_discard(&rp);
+	if (!ok || !cfg_load(path, &next, err, sizeof(err))) {
+		log_error("workers: SIGHUP: reload rejected, not sent to the workers: %s", err);
+		return;
+	}
+	cfg_keep_static(cfg, &next);
+	cfg_free(cfg);
+	*cfg = next;
 	log_info("workers: SIGHUP: configuration valid, reloading every worker");
 	send_all(SIGHUP);
 }
 
-static void on_signal(int sig, const char *path)
+static void on_signal(int sig, struct cfg *cfg, const char *path)
 {
 	switch (sig) {
 	case SIGHUP:
-		reload(path);
+		reload(cfg, path);
 		break;
 	case SIGTERM:
 	case SIGINT:
@@ -275,7 +294,7 @@ int workers_main(struct cfg *cfg, const char *path, int n)
 	while (!stopping || running() > 0) {
 		sig = sigtimedwait(&master_set, NULL, &tick);
 		if (sig > 0)
-			on_signal(sig, path);
+			on_signal(sig, cfg, path);
 		reap();
 		for (int i = 0; i < nw && !stopping; i++)
 			if (ws[i].pid == 0 && proxy_tick() >= ws[i].restart_usec)

@@ -3,7 +3,8 @@
  * both workers and all work; the summed counters equal the per-worker
  * figures; a SIGKILLed worker is restarted while the other serves; SIGHUP
  * reaches every worker; SIGTERM drains them all; max_client_conn is
- * divided between the workers. Waits are hang guards, never thresholds.
+ * divided between the workers; a worker restarted after a reload runs the
+ * reloaded settings. Waits are hang guards, never thresholds.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -241,5 +242,109 @@ Test(workers, getmore_from_another_worker, .timeout = 120)
 	bson_destroy(&reply);
 	mongoc_client_destroy(a);
 	mongoc_client_destroy(b);
+	proxy_stop(p);
+}
+
+/* A client that landed on worker w (new connections until one does). */
+static mongoc_client_t *client_on(struct proxy *p, int w)
+{
+	bson_t st;
+
+	for (int i = 0; i < 64; i++) {
+		mongoc_client_t *c = h_proxy_client(p, "itest-workers-on");
+		int got = client_worker(c, &st);
+
+		bson_destroy(&st);
+		if (got == w)
+			return c;
+		mongoc_client_destroy(c);
+	}
+	cr_assert_fail("no connection landed on worker %d in 64 tries", w);
+	return NULL;
+}
+
+/* pool_size 8 (4 per worker), reloaded to 20 (10 per worker); worker 1
+ * killed after the reload comes back with the reloaded setting, not with
+ * the file the master started from. */
+Test(workers, restarted_worker_runs_the_reloaded_config, .timeout = 120)
+{
+	struct proxy *p = start_workers("pool_size = 8\n");
+	mongoc_client_t *c = client_on(p, 1);
+	bson_t st;
+	pid_t victim;
+	FILE *f;
+
+	h_stats(c, &st);
+	cr_assert_eq(h_get_int(&st, "pools.0.limit", -1), 4, "pool_size 8 over 2 workers");
+	victim = (pid_t)h_get_int(&st, "workers.1.pid", -1);
+	bson_destroy(&st);
+	mongoc_client_destroy(c);
+	f = fopen(p->cfg_path, "a");
+	cr_assert_not_null(f);
+	fputs("pool_size = 20\n", f);
+	fclose(f);
+	cr_assert_eq(kill(p->pid, SIGHUP), 0);
+	cr_assert(log_wait(p, "configuration valid, reloading every worker", WAIT_MS));
+	c = client_on(p, 1);
+	bson_init(&st);
+	for (int64_t deadline = h_now_ms() + WAIT_MS; h_now_ms() < deadline; h_sleep_ms(20)) {
+		bson_destroy(&st);
+		h_stats(c, &st);
+		if (h_get_int(&st, "workers.1.counters.reloads", -1) == 1)
+			break;
+	}
+	cr_assert_eq(h_get_int(&st, "pools.0.limit", -1), 10, "worker 1 after the reload");
+	bson_destroy(&st);
+	mongoc_client_destroy(c);
+	cr_assert_gt(victim, 0);
+	cr_assert_eq(kill(victim, SIGKILL), 0);
+	cr_assert(log_wait(p, "killed by signal 9", WAIT_MS), "the death was not logged");
+	c = h_proxy_client(p, "itest-workers-on");
+	bson_init(&st);
+	for (int64_t deadline = h_now_ms() + WAIT_MS; h_now_ms() < deadline; h_sleep_ms(20)) {
+		bson_destroy(&st);
+		h_stats(c, &st);
+		if (h_get_int(&st, "workers.1.restarts", 0) == 1 &&
+		    h_get_bool(&st, "workers.1.listening"))
+			break;
+	}
+	cr_assert(h_get_bool(&st, "workers.1.listening"), "worker 1 not back");
+	bson_destroy(&st);
+	mongoc_client_destroy(c);
+	c = client_on(p, 1);
+	h_stats(c, &st);
+	cr_assert_eq(h_get_int(&st, "pools.0.limit", -1), 10,
+		     "the restarted worker runs the reloaded pool_size");
+	bson_destroy(&st);
+	mongoc_client_destroy(c);
+	proxy_stop(p);
+}
+
+/* A file whose settings load but whose backend password file cannot be
+ * read: the master checks what a worker would (reload_prepare), so no
+ * worker sees the SIGHUP and every worker keeps serving the old config. */
+Test(workers, reload_rejected_by_the_master_reaches_no_worker, .timeout = 120)
+{
+	struct proxy *p = start_workers(NULL);
+	mongoc_client_t *c;
+	char db[64];
+	bson_t st;
+	FILE *f;
+
+	f = fopen(p->cfg_path, "a");
+	cr_assert_not_null(f);
+	fputs("backend_password_file = /nonexistent/mongoplex-itest-password\n", f);
+	fclose(f);
+	cr_assert_eq(kill(p->pid, SIGHUP), 0);
+	cr_assert(log_wait(p, "reload rejected, not sent to the workers", WAIT_MS),
+		  "the master did not reject the reload");
+	h_unique(db, sizeof(db), "it_wk_rej");
+	c = h_proxy_client(p, "itest-workers-rej");
+	cr_assert(crud(c, db, 1), "the proxy stopped serving after a rejected reload");
+	h_stats(c, &st);
+	cr_assert_eq(h_counter(&st, "reloads"), 0);
+	cr_assert_eq(h_counter(&st, "reload_failures"), 0, "a worker saw the rejected file");
+	bson_destroy(&st);
+	mongoc_client_destroy(c);
 	proxy_stop(p);
 }
