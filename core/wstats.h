@@ -19,11 +19,27 @@
 
 #include "core/stats.h"
 
+#define WSTATS_GAUGES 32 /* room for proxy/stats_report.c's gauge table */
+#define WSTATS_HISTS  4	 /* and for its histograms */
+
+/* A histogram's values as a worker last published them (bounds are fixed
+ * and the same in every worker: core/stats.c). */
+struct whist {
+	uint64_t buckets[HIST_MAX_BUCKETS + 1];
+	uint64_t count;
+	double sum;
+};
+
 struct wslot {
 	int32_t pid;	   /* the worker's process id (master) */
 	int32_t ready;	   /* 1 once the worker listens (worker), 0 at (re)start (master) */
 	uint64_t restarts; /* times the master restarted this worker */
 	struct mp_counters counters;
+	/* Gauges and histograms are state, not counts: each worker publishes
+	 * them into its slot every janitor tick (100 ms) and before it answers
+	 * mongoplexStats or /metrics (proxy/stats_report.c: stats_publish). */
+	int64_t gauges[WSTATS_GAUGES];
+	struct whist hists[WSTATS_HISTS];
 };
 
 /* Create n slots (the master, before forking); false if mmap fails. */

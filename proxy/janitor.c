@@ -12,6 +12,7 @@
 #include "pool/server.h"
 #include "proxy/client.h"
 #include "proxy/proxy.h"
+#include "proxy/stats_report.h"
 
 static struct event *tick_ev;
 static struct event *free_ev;
@@ -34,7 +35,8 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	(void)arg;
 	client_janitor(now);
 	pool_janitor(now);
-	log_rl_tick(); /* counts of rate-limited log lines */
+	log_rl_tick();	 /* counts of rate-limited log lines */
+	stats_publish(); /* workers > 1: gauges for the other workers' reports */
 }
 
 void janitor_start(void)

@@ -91,6 +91,73 @@ static void gauges_read(struct gauges *gs)
 	X(auth_query_cache_entries, "auth_query cache entries, lookups in progress included")      \
 	X(auth_query_inflight, "auth_query lookups sent to the backend and not answered yet")
 
+enum {
+#define X(name, help) GAUGE_##name,
+	MP_GAUGES(X)
+#undef X
+	    NGAUGES
+};
+_Static_assert(NGAUGES <= WSTATS_GAUGES, "core/wstats.h: WSTATS_GAUGES too small");
+_Static_assert(NHISTS <= WSTATS_HISTS, "core/wstats.h: WSTATS_HISTS too small");
+
+/* workers > 1: this worker's gauges and histograms into its slot. */
+void stats_publish(void)
+{
+	struct gauges gs;
+	struct wslot *w;
+
+	if (wstats_count() == 0)
+		return;
+	w = wstats_slot(g.worker_id);
+	gauges_read(&gs);
+#define X(name, help) w->gauges[GAUGE_##name] = (int64_t)gs.name;
+	MP_GAUGES(X)
+#undef X
+	for (size_t i = 0; i < NHISTS; i++) {
+		memcpy(w->hists[i].buckets, hists[i]->buckets, sizeof(w->hists[i].buckets));
+		w->hists[i].count = hists[i]->count;
+		w->hists[i].sum = hists[i]->sum;
+	}
+}
+
+/* The whole proxy's gauges: this process's, or with workers the sum of
+ * every worker's slot (the others' as of their last tick). */
+static void gauges_total(struct gauges *gs)
+{
+	int64_t v[NGAUGES] = {0};
+
+	gauges_read(gs);
+	if (wstats_count() == 0)
+		return;
+	stats_publish();
+	for (int i = 0; i < wstats_count(); i++)
+		for (int k = 0; k < NGAUGES; k++)
+			v[k] += wstats_slot(i)->gauges[k];
+#define X(name, help) gs->name = (__typeof__(gs->name))v[GAUGE_##name];
+	MP_GAUGES(X)
+#undef X
+}
+
+/* Histogram i of the whole proxy into out (names and bounds from ours). */
+static const struct hist *hist_total(size_t i, struct hist *out)
+{
+	if (wstats_count() == 0)
+		return hists[i];
+	*out = *hists[i];
+	memset(out->buckets, 0, sizeof(out->buckets));
+	out->count = 0;
+	out->sum = 0;
+	for (int w = 0; w < wstats_count(); w++) {
+		const struct whist *h = &wstats_slot(w)->hists[i];
+
+		for (int b = 0; b <= out->nbounds; b++)
+			out->buckets[b] += h->buckets[b];
+		out->count += h->count;
+		out->sum += h->sum;
+	}
+	return out;
+}
+
 static void hist_to_bson(bson_t *parent, const struct hist *h)
 {
 	bson_t doc, b;
@@ -218,7 +285,24 @@ static void counters_to_bson(bson_t *parent, const char *key, const struct mp_co
 	bson_append_document_end(parent, &doc);
 }
 
-/* workers > 1: which worker answered, and each worker's own counters. */
+/* A worker's last published gauges and histogram counts. */
+static void gauges_to_bson(bson_t *parent, const struct wslot *w)
+{
+	bson_t doc;
+
+	BSON_APPEND_DOCUMENT_BEGIN(parent, "gauges", &doc);
+#define X(name, help) BSON_APPEND_INT64(&doc, #name, w->gauges[GAUGE_##name]);
+	MP_GAUGES(X)
+#undef X
+	bson_append_document_end(parent, &doc);
+	BSON_APPEND_DOCUMENT_BEGIN(parent, "histogramCounts", &doc);
+	for (size_t i = 0; i < NHISTS; i++)
+		BSON_APPEND_INT64(&doc, hists[i]->name, (int64_t)w->hists[i].count);
+	bson_append_document_end(parent, &doc);
+}
+
+/* workers > 1: which worker answered, and each worker's own counters,
+ * gauges and histogram counts. */
 static void workers_to_bson(bson_t *out)
 {
 	bson_t arr, doc;
@@ -239,6 +323,7 @@ static void workers_to_bson(bson_t *out)
 		BSON_APPEND_BOOL(&doc, "listening", w->ready != 0);
 		BSON_APPEND_INT64(&doc, "restarts", (int64_t)w->restarts);
 		counters_to_bson(&doc, "counters", &w->counters);
+		gauges_to_bson(&doc, w);
 		bson_append_document_end(&arr, &doc);
 	}
 	bson_append_array_end(out, &arr);
@@ -248,9 +333,10 @@ void stats_to_bson(bson_t *out)
 {
 	struct gauges gs;
 	struct mp_counters sum;
+	struct hist h;
 	bson_t doc, arr;
 
-	gauges_read(&gs);
+	gauges_total(&gs); /* before workers_to_bson: our slot is fresh */
 	BSON_APPEND_UTF8(out, "version", MP_VERSION);
 	counters_to_bson(out, "counters", counters_total(&sum));
 	workers_to_bson(out);
@@ -268,7 +354,7 @@ void stats_to_bson(bson_t *out)
 	bson_append_array_end(out, &arr);
 	BSON_APPEND_DOCUMENT_BEGIN(out, "histograms", &doc);
 	for (size_t i = 0; i < NHISTS; i++)
-		hist_to_bson(&doc, hists[i]);
+		hist_to_bson(&doc, hist_total(i, &h));
 	bson_append_document_end(out, &doc);
 }
 
@@ -476,9 +562,10 @@ void stats_to_prometheus(struct evbuffer *out)
 {
 	struct gauges gs;
 	struct mp_counters sum;
+	struct hist h;
 	const struct mp_counters *c = counters_total(&sum);
 
-	gauges_read(&gs);
+	gauges_total(&gs);
 #define X(name, help)                                                                              \
 	evbuffer_add_printf(out,                                                                   \
 			    "# HELP mongoplex_%s_total %s\n# TYPE mongoplex_%s_total counter\n"    \
@@ -494,7 +581,7 @@ void stats_to_prometheus(struct evbuffer *out)
 	MP_GAUGES(X)
 #undef X
 	for (size_t i = 0; i < NHISTS; i++)
-		hist_to_prom(out, hists[i]);
+		hist_to_prom(out, hist_total(i, &h));
 	members_to_prom(out);
 	pools_to_prom(out);
 }

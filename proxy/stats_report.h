@@ -10,6 +10,10 @@
 /* The whole picture: counters, gauges, pools, histograms. */
 void stats_to_bson(bson_t *out);
 void stats_to_prometheus(struct evbuffer *out);
+/* workers > 1: publish this worker's gauges and histograms into its shared
+ * slot (the janitor, every tick), so that any worker can report the whole
+ * proxy's; nothing with one worker. */
+void stats_publish(void);
 
 struct pool;
 /* A pool's member type: the monitor's (replica sets), else the kind its last

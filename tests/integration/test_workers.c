@@ -1,7 +1,7 @@
 /*
  * test_workers.c — workers = 2 (issue 25 item 1): connections spread over
- * both workers and all work; the summed counters equal the per-worker
- * figures; a SIGKILLed worker is restarted while the other serves; SIGHUP
+ * both workers and all work; the summed counters, gauges and histograms
+ * equal the per-worker figures; a SIGKILLed worker is restarted while the other serves; SIGHUP
  * reaches every worker; SIGTERM drains them all; max_client_conn is
  * divided between the workers; a worker restarted after a reload runs the
  * reloaded settings. Waits are hang guards, never thresholds.
@@ -57,7 +57,9 @@ static bool crud(mongoc_client_t *c, const char *db, int i)
 
 Test(workers, connections_spread_and_all_work, .timeout = 120)
 {
-	struct proxy *p = start_workers(NULL);
+	/* every find by _id goes through a batch (a 1 ms window), so that both
+	 * workers observe the batch_ids histogram */
+	struct proxy *p = start_workers("batch_max_wait_us = 1000\n");
 	mongoc_client_t *cs[NCLIENTS];
 	int seen[2] = {0, 0}, w;
 	char db[64];
@@ -83,6 +85,34 @@ Test(workers, connections_spread_and_all_work, .timeout = 120)
 			 h_get_int(&st, "workers.1.counters.clients_accepted", -1),
 		     h_counter(&st, "clients_accepted"));
 	cr_assert_geq(h_counter(&st, "clients_accepted"), NCLIENTS);
+	bson_destroy(&st);
+	/* Gauges and histograms are the whole proxy's too: the 16 open clients
+	 * are on two workers, neither holds them all, the total counts them
+	 * (another worker's figures are as of its last 100 ms tick). */
+	bson_init(&st);
+	for (int64_t deadline = h_now_ms() + WAIT_MS; h_now_ms() < deadline; h_sleep_ms(20)) {
+		bson_destroy(&st);
+		h_stats(cs[0], &st);
+		if (h_get_int(&st, "gauges.clients", -1) >= NCLIENTS)
+			break;
+	}
+	cr_assert_geq(h_get_int(&st, "gauges.clients", -1), NCLIENTS, "gauges.clients");
+	cr_assert_eq(h_get_int(&st, "workers.0.gauges.clients", -1) +
+			 h_get_int(&st, "workers.1.gauges.clients", -1),
+		     h_get_int(&st, "gauges.clients", -1));
+	cr_assert_lt(h_get_int(&st, "workers.0.gauges.clients", -1), NCLIENTS);
+	cr_assert_lt(h_get_int(&st, "workers.1.gauges.clients", -1), NCLIENTS);
+	/* batch_ids: one observation per merged query sent (each find by _id) */
+	for (int k = 0; k < 2; k++) {
+		char a[64], b[64];
+
+		snprintf(a, sizeof(a), "workers.%d.histogramCounts.batch_ids", k);
+		snprintf(b, sizeof(b), "workers.%d.counters.batches_sent", k);
+		cr_assert_gt(h_get_int(&st, a, -1), 0, "%s", a);
+		cr_assert_eq(h_get_int(&st, a, -1), h_get_int(&st, b, -2), "%s", a);
+	}
+	cr_assert_eq(h_get_int(&st, "histograms.batch_ids.count", -1),
+		     h_counter(&st, "batches_sent"));
 	bson_destroy(&st);
 	for (int i = 0; i < NCLIENTS; i++)
 		mongoc_client_destroy(cs[i]);
