@@ -17,6 +17,7 @@
  *                   it ever listened is retried with backoff, and after
  *                   START_FAILURES in a row the master stops all, exits 1
  *   readiness       sd_notify READY=1 once every worker listens
+ *   master dies     every worker gets SIGTERM (PR_SET_PDEATHSIG) and drains
  */
 #include "proxy/workers.h"
 
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -109,7 +111,7 @@ static int reserve_port(struct cfg *cfg)
 
 static void start_worker(int i, struct cfg *cfg, const char *path, int port_fd)
 {
-	pid_t pid;
+	pid_t pid, master = getpid();
 	int rc;
 
 	wstats_slot(i)->ready = 0;
@@ -121,6 +123,11 @@ static void start_worker(int i, struct cfg *cfg, const char *path, int port_fd)
 		return;
 	}
 	if (pid == 0) {
+		/* A master that dies (SIGKILL, a crash) takes its workers with
+		 * it: each gets SIGTERM and drains, instead of serving on with
+		 * nobody to restart, reload or stop it. */
+		if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != master)
+			_exit(1);
 		if (port_fd >= 0)
 			close(port_fd);
 		sigprocmask(SIG_SETMASK, &old_set, NULL);

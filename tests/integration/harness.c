@@ -549,6 +549,22 @@ struct proxy *proxy_start(const char *extra)
 	return p;
 }
 
+static void forget(struct proxy *p)
+{
+	for (int i = 0; i < MAX_PROXIES; i++)
+		if (live_proxies[i] == p)
+			live_proxies[i] = NULL;
+}
+
+void proxy_discard(struct proxy *p)
+{
+	cr_assert(p->exited, "proxy_discard of a proxy still running");
+	forget(p);
+	if (getenv("MONGOPLEX_KEEP_TMP") == NULL)
+		remove_dir(p->dir);
+	free(p);
+}
+
 void proxy_stop(struct proxy *p)
 {
 	int64_t deadline;
@@ -572,9 +588,7 @@ void proxy_stop(struct proxy *p)
 				       tail);
 		}
 	}
-	for (int i = 0; i < MAX_PROXIES; i++)
-		if (live_proxies[i] == p)
-			live_proxies[i] = NULL;
+	forget(p);
 	st = p->wait_status;
 	if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
 		char *tail = proxy_log_tail(p, 12000);

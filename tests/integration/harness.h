@@ -103,6 +103,9 @@ struct proxy {
 struct proxy *proxy_start(const char *extra);
 /* SIGINT, wait, assert exit 0; frees p and (on success) its directory. */
 void proxy_stop(struct proxy *p);
+/* A proxy the test killed and reaped itself (p->exited): forgets it and
+ * frees it, without proxy_stop's exit-status check. */
+void proxy_discard(struct proxy *p);
 /* Still running? (reaps it if it died) */
 bool proxy_alive(struct proxy *p);
 /* Fail the test, with the exit status and the log tail, if it is not. */

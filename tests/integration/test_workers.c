@@ -4,13 +4,15 @@
  * equal the per-worker figures; a SIGKILLed worker is restarted while the other serves; SIGHUP
  * reaches every worker; SIGTERM drains them all; max_client_conn is
  * divided between the workers; a worker restarted after a reload runs the
- * reloaded settings. Waits are hang guards, never thresholds.
+ * reloaded settings; a killed master takes its workers with it. Waits are hang guards, never
+ * thresholds.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "harness.h"
 
@@ -377,4 +379,58 @@ Test(workers, reload_rejected_by_the_master_reaches_no_worker, .timeout = 120)
 	bson_destroy(&st);
 	mongoc_client_destroy(c);
 	proxy_stop(p);
+}
+
+/* Gone: no such process, or a zombie nobody reaped yet (the master that
+ * forked it is dead; in a container pid 1 may never reap it). */
+static bool process_gone(pid_t pid)
+{
+	char path[64], buf[256], *rp;
+	FILE *f;
+	size_t n;
+
+	if (kill(pid, 0) != 0)
+		return true;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return true;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	rp = strrchr(buf, ')');
+	return rp != NULL && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+/* A master killed with SIGKILL (nothing to forward) takes its workers with
+ * it: they get SIGTERM from the kernel (PR_SET_PDEATHSIG) and exit, instead
+ * of serving on, orphaned. */
+Test(workers, killed_master_takes_its_workers, .timeout = 120)
+{
+	struct proxy *p = start_workers("shutdown_quiesce_ms = 0\n");
+	mongoc_client_t *c = h_proxy_client(p, "itest-workers-master");
+	pid_t w[2];
+	bson_t st;
+	bool gone = false;
+	int st_master;
+
+	h_stats(c, &st);
+	w[0] = (pid_t)h_get_int(&st, "workers.0.pid", -1);
+	w[1] = (pid_t)h_get_int(&st, "workers.1.pid", -1);
+	bson_destroy(&st);
+	mongoc_client_destroy(c);
+	cr_assert(w[0] > 0 && w[1] > 0);
+	cr_assert_eq(kill(p->pid, SIGKILL), 0);
+	cr_assert_eq(waitpid(p->pid, &st_master, 0), p->pid);
+	p->exited = true;
+	p->wait_status = st_master;
+	for (int64_t deadline = h_now_ms() + WAIT_MS; h_now_ms() < deadline && !gone;
+	     h_sleep_ms(20))
+		gone = process_gone(w[0]) && process_gone(w[1]);
+	if (!gone) { /* do not leave them serving after the test */
+		kill(w[0], SIGKILL);
+		kill(w[1], SIGKILL);
+	}
+	cr_assert(gone, "workers %d and %d outlived their master", (int)w[0], (int)w[1]);
+	proxy_discard(p); /* killed on purpose: no clean exit to check */
 }
