@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# bench/workers.sh — workers = 2 against workers = 1, side by side in one run
+# (issue 25 item 2), with mongo-java-server as the backend (not the
+# bottleneck: bench/ceiling.sh measures the single worker's ceiling).
+#
+# Part A (TLS + zstd, where one worker's core is the limit): W_THREADS [8]
+#   client threads x W_IDS [20] ids x W_QUERIES [1500] queries per thread,
+#   paths w1 and w2 (client TLS, compressors=zstd) in one mongoplex-bench
+#   run. Reported: wall q/s of each, the ratio w2/w1, and the CPU the
+#   proxy's processes used (all workers: /proc of the master's children) and
+#   the client process used (mongoplex-bench itself), in cores.
+# Part B (the 50/100-thread batching cell of issue 25): direct, w1 and w2
+#   (plain, batching on) at CELL_THREADS [50,100] x 1 id x CELL_QUERIES [200],
+#   and what batching kept across workers: ids merged per $in (the summed
+#   counters batch_lookups_merged / batches_sent of each proxy over the run).
+# Settings also: DOCS [20000] REPEAT [2] BUILD_DIR [build]
+#   OUT [bench/out/workers-<timestamp>]. Prints `uptime` first and last: a
+#   figure is a result only from a quiet machine; 2 cores are shared by the
+#   clients, the proxy's workers and the backend, so say what was left.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+DOCS="${DOCS:-20000}" REPEAT="${REPEAT:-2}"
+W_THREADS="${W_THREADS:-8}" W_IDS="${W_IDS:-20}" W_QUERIES="${W_QUERIES:-1500}"
+CELL_THREADS="${CELL_THREADS:-50,100}" CELL_QUERIES="${CELL_QUERIES:-200}"
+OUT="${OUT:-$ROOT/bench/out/workers-$(date +%Y%m%d-%H%M%S)}"
+BENCH="$BUILD_DIR/bench/mongoplex-bench"
+mkdir -p "$OUT"
+C="$(mktemp -d /tmp/mpw-XXXXXX)"
+log() { echo "workers.sh: $*" >&2; }
+die() { log "$*"; exit 2; }
+cleanup() {
+  for f in "$C"/*.pid; do [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null || true; done
+  "$ROOT/scripts/backend.sh" stop "$C/java" >/dev/null 2>&1 || true
+  rm -rf "$C"
+}
+trap cleanup EXIT
+trap 'exit 2' INT TERM
+# shellcheck source=bench/common.sh
+. "$ROOT/bench/common.sh"
+[ -x "$BENCH" ] || die "no $BENCH (ninja -C $BUILD_DIR)"
+
+# CPU ticks of a proxy: the process and its children (a master's workers).
+tree_ticks() {
+  local t=0 p
+  for p in "$1" $(pgrep -P "$1" || true); do t=$(( t + $(cpu_ticks "$p") )); done
+  echo "$t"
+}
+batch_counters() { # port -> "merged sent"
+  /usr/bin/python3 -c '
+import sys
+from pymongo import MongoClient
+c = MongoClient("mongodb://127.0.0.1:'"$1"'/").admin.command("mongoplexStats")["counters"]
+print(c["batch_lookups_merged"], c["batches_sent"])'
+}
+
+echo "uptime at start: $(uptime)" | tee "$OUT/uptime.txt"
+"$ROOT/tests/tls/mkcerts.sh" "$C" >/dev/null
+J_URI="$("$ROOT/scripts/backend.sh" start java "$C/java")"
+"$BENCH" load --uri "$J_URI" --docs "$DOCS" >/dev/null 2>&1
+TLS=("client_tls_mode = requireTLS" "client_tls_cert_file = $C/server.pem"
+     "client_tls_key_file = $C/server.key")
+T1="$(start_ini_proxy tls1 "backend_uri = $J_URI" "workers = 1" "${TLS[@]}")"
+T2="$(start_ini_proxy tls2 "backend_uri = $J_URI" "workers = 2" "pool_size = 16" "${TLS[@]}")"
+P1="$(start_ini_proxy plain1 "backend_uri = $J_URI" "workers = 1")"
+P2="$(start_ini_proxy plain2 "backend_uri = $J_URI" "workers = 2" "pool_size = 16")"
+CA="tls=true&tlsCAFile=$C/ca.pem&compressors=zstd"
+tck="$(getconf CLK_TCK)"
+
+# run NAME ARGS...: mongoplex-bench with ARGS, JSON in $OUT/NAME.json; prints
+# the proxies' and the client's CPU over the run, in cores.
+run() {
+  local name="$1" t0 a0 b0 a1 b1 cl
+  shift
+  t0=$(date +%s.%N)
+  a0=$(tree_ticks "$(cat "$C/$PA.pid")"); b0=$(tree_ticks "$(cat "$C/$PB.pid")")
+  cl="$( { TIMEFORMAT='%U %S'; time "$BENCH" run "$@" --docs "$DOCS" --repeat "$REPEAT" \
+    --warmup 100 --json "$OUT/$name.json" >"$OUT/$name.txt" 2>"$OUT/$name.err"; } 2>&1 )"
+  a1=$(tree_ticks "$(cat "$C/$PA.pid")"); b1=$(tree_ticks "$(cat "$C/$PB.pid")")
+  python3 - "$t0" "$(date +%s.%N)" "$tck" "$a0" "$a1" "$b0" "$b1" "$PA" "$PB" $cl <<'PY'
+import sys
+t0, t1, tck = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+a0, a1, b0, b1 = map(int, sys.argv[4:8])
+cu, cs = float(sys.argv[10]), float(sys.argv[11])
+wall = t1 - t0
+print("  CPU over the whole run (%.0f s, every repeat and path; 2 cores in all): "
+      "%s %.2f cores, %s %.2f cores, the clients (mongoplex-bench) %.2f cores"
+      % (wall, sys.argv[8], (a1 - a0) / tck / wall, sys.argv[9], (b1 - b0) / tck / wall,
+         (cu + cs) / wall))
+PY
+}
+
+echo "== A: TLS + zstd, $W_THREADS threads x $W_IDS ids, workers 1 vs 2 (median of $REPEAT)" | tee "$OUT/a.txt"
+PA=tls1 PB=tls2
+{
+  run a --path "w1=mongodb://localhost:$T1/?$CA" --path "w2=mongodb://localhost:$T2/?$CA" \
+    --threads "$W_THREADS" --ids "$W_IDS" --queries "$W_QUERIES"
+  python3 - "$OUT/a.json" <<'PY'
+import json, sys
+res = json.load(open(sys.argv[1]))["results"]
+q = {r["path"]: r["tput_wall_qps"] for r in res}
+e = sum(r["errors"] + r["mismatches"] for r in res)
+print("  w1 %.0f q/s  w2 %.0f q/s  ratio w2/w1 %.2f  errors %d" % (q["w1"], q["w2"], q["w2"] / q["w1"], e))
+PY
+} | tee -a "$OUT/a.txt"
+
+echo "== B: batching cell, $CELL_THREADS threads x 1 id: direct, workers 1, workers 2 (median of $REPEAT)" | tee "$OUT/b.txt"
+PA=plain1 PB=plain2
+m1a=$(batch_counters "$P1"); m2a=$(batch_counters "$P2")
+{
+  run b --path "direct=$J_URI" --path "w1=mongodb://127.0.0.1:$P1/" \
+    --path "w2=mongodb://127.0.0.1:$P2/" --threads "$CELL_THREADS" --ids 1 \
+    --queries "$CELL_QUERIES"
+  m1b=$(batch_counters "$P1"); m2b=$(batch_counters "$P2")
+  python3 - "$OUT/b.json" "$m1a" "$m1b" "$m2a" "$m2b" <<'PY'
+import json, sys
+res = json.load(open(sys.argv[1]))["results"]
+q = {(r["path"], r["threads"]): r["tput_wall_qps"] for r in res}
+for t in sorted({r["threads"] for r in res}):
+    d = q[("direct", t)]
+    print("  threads %3d  direct %7.0f  w1 %7.0f (%.2fx direct)  w2 %7.0f (%.2fx direct, %.2fx w1)"
+          % (t, d, q[("w1", t)], q[("w1", t)] / d, q[("w2", t)], q[("w2", t)] / d,
+             q[("w2", t)] / q[("w1", t)]))
+for name, a, b in (("w1", sys.argv[2], sys.argv[3]), ("w2", sys.argv[4], sys.argv[5])):
+    (ma, sa), (mb, sb) = map(int, a.split()), map(int, b.split())
+    sent = sb - sa
+    print("  %s: %d lookups merged into %d batches: %.1f ids per $in" % (
+        name, mb - ma, sent, (mb - ma) / sent if sent else 0.0))
+PY
+} | tee -a "$OUT/b.txt"
+echo "uptime at end: $(uptime)" | tee -a "$OUT/uptime.txt"
+echo "results in $OUT"
