@@ -126,6 +126,16 @@ static int run(mongoc_client_t *client, const bson_t *cmd, bool json)
 	return rc;
 }
 
+/* libmongoc's own notices (e.g. "Couldn't send endSessions" when a server
+ * has no such command) are not the operator's output: only its errors reach
+ * stderr, and stdout holds the table or the JSON alone. */
+static void cli_log(mongoc_log_level_t level, const char *domain, const char *message, void *arg)
+{
+	(void)arg;
+	if (level <= MONGOC_LOG_LEVEL_ERROR)
+		fprintf(stderr, "mongoplex --admin: %s: %s\n", domain, message);
+}
+
 int admin_cli_main(const char *address, bool json, int argc, char *const argv[])
 {
 	bson_t cmd = BSON_INITIALIZER;
@@ -143,6 +153,7 @@ int admin_cli_main(const char *address, bool json, int argc, char *const argv[])
 		return 2;
 	}
 	mongoc_init();
+	mongoc_log_set_handler(cli_log, NULL);
 	uri = address_uri(address, &err);
 	if (uri == NULL) {
 		fprintf(stderr, "mongoplex --admin: bad address %s: %s\n", address, err.message);
