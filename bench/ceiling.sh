@@ -29,20 +29,9 @@ CELL_THREADS="${CELL_THREADS:-50,100}" CELL_IDS="${CELL_IDS:-1}" CELL_QUERIES="$
 OUT="${OUT:-$ROOT/bench/out/ceiling-$(date +%Y%m%d-%H%M%S)}"
 BENCH="$BUILD_DIR/bench/mongoplex-bench"
 MP="$BUILD_DIR/mongoplex"
-mkdir -p "$OUT"
-C="$(mktemp -d /tmp/mpc-XXXXXX)"
-log() { echo "ceiling.sh: $*" >&2; }
-die() { log "$*"; exit 2; }
-cleanup() {
-  for f in "$C"/*.pid; do [ -f "$f" ] && kill -INT "$(cat "$f")" 2>/dev/null || true; done
-  "$ROOT/scripts/backend.sh" stop "$C/java" >/dev/null 2>&1 || true
-  rm -rf "$C"
-}
-trap cleanup EXIT
-trap 'exit 2' INT TERM
 # shellcheck source=bench/common.sh
 . "$ROOT/bench/common.sh"
-[ -x "$BENCH" ] || die "no $BENCH (ninja -C $BUILD_DIR)"
+bench_init ceiling.sh mpc
 
 echo "uptime at start: $(uptime)" | tee "$OUT/uptime.txt"
 "$ROOT/tests/tls/mkcerts.sh" "$C" >/dev/null

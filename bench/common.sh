@@ -1,7 +1,8 @@
 # bench/common.sh — shell functions shared by bench/run.sh, bench/profile.sh,
-# bench/tls.sh and bench/ceiling.sh (sourced, not run): free ports, waiting
+# bench/tls.sh, bench/ceiling.sh and bench/workers.sh (sourced, not run): free ports, waiting
 # for a listener, starting the backend they measure against, starting a
-# mongoplex (start_ini_proxy) and reading a process's CPU time (cpu_ticks).
+# mongoplex (start_ini_proxy), reading a process's CPU time (cpu_ticks), and
+# the scaffolding of bench/ceiling.sh and bench/workers.sh (bench_init).
 #
 # The caller defines log() and die() and sets ROOT (the checkout), OUT (its
 # output folder) and these (defaults in brackets):
@@ -101,4 +102,26 @@ start_backend() {
   "${pin[@]}" "$ROOT/scripts/backend.sh" start "${BACKEND:-java}" "$BACKEND_DIR" >/dev/null ||
     die "backend did not start; see $BACKEND_DIR/log"
   URI="$(cat "$BACKEND_DIR/uri")"
+}
+
+# bench_init NAME PREFIX: the scaffolding of a script that starts its own
+# java backend ($C/java) and proxies ($C/*.pid, start_ini_proxy): log() and
+# die() named NAME, $C a temporary directory /tmp/PREFIX-XXXXXX, $OUT made,
+# and on exit every proxy sent SIGINT (a workers master passes it on), the
+# backend stopped and $C removed; dies unless $BENCH is built.
+bench_init() {
+  BENCH_NAME="$1"
+  mkdir -p "$OUT"
+  C="$(mktemp -d "/tmp/$2-XXXXXX")"
+  log() { echo "$BENCH_NAME: $*" >&2; }
+  die() { log "$*"; exit 2; }
+  bench_cleanup() {
+    local f
+    for f in "$C"/*.pid; do [ -f "$f" ] && kill -INT "$(cat "$f")" 2>/dev/null || true; done
+    "$ROOT/scripts/backend.sh" stop "$C/java" >/dev/null 2>&1 || true
+    rm -rf "$C"
+  }
+  trap bench_cleanup EXIT
+  trap 'exit 2' INT TERM
+  [ -x "$BENCH" ] || die "no $BENCH (ninja -C $BUILD_DIR)"
 }

@@ -26,20 +26,9 @@ W_THREADS="${W_THREADS:-8}" W_IDS="${W_IDS:-20}" W_QUERIES="${W_QUERIES:-1500}"
 CELL_THREADS="${CELL_THREADS:-50,100}" CELL_QUERIES="${CELL_QUERIES:-200}"
 OUT="${OUT:-$ROOT/bench/out/workers-$(date +%Y%m%d-%H%M%S)}"
 BENCH="$BUILD_DIR/bench/mongoplex-bench"
-mkdir -p "$OUT"
-C="$(mktemp -d /tmp/mpw-XXXXXX)"
-log() { echo "workers.sh: $*" >&2; }
-die() { log "$*"; exit 2; }
-cleanup() {
-  for f in "$C"/*.pid; do [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null || true; done
-  "$ROOT/scripts/backend.sh" stop "$C/java" >/dev/null 2>&1 || true
-  rm -rf "$C"
-}
-trap cleanup EXIT
-trap 'exit 2' INT TERM
 # shellcheck source=bench/common.sh
 . "$ROOT/bench/common.sh"
-[ -x "$BENCH" ] || die "no $BENCH (ninja -C $BUILD_DIR)"
+bench_init workers.sh mpw
 
 # CPU ticks of a proxy: the process and its children (a master's workers).
 tree_ticks() {
