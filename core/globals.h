@@ -25,6 +25,7 @@ struct proxy_globals {
 	int exit_code;
 	int nworkers;  /* worker processes (proxy/workers.c); 1: no master */
 	int worker_id; /* this process's index, 0 .. nworkers - 1 */
+	int ctl_fd;    /* a worker's end of the master's channel (proxy/wctl.h), nworkers > 1 */
 };
 
 extern struct proxy_globals g;

@@ -57,10 +57,15 @@ bool pool_gate_room(const struct pool *p)
 	return p->inflight < pool_gate_limit(p);
 }
 
+/* Paused: no new connection, except one for the clients' handshakes on a
+ * pool that never learnt its backend's hello (a worker restarted during a
+ * pause, proxy/wctl_master.c); keep() closes it once idle. */
 static bool may_connect(const struct pool *p)
 {
-	return !pool_paused(p) && below_size(p) && pool_live(p) < pool_gate_limit(p) &&
-	       g.now_usec >= p->next_connect_usec;
+	bool hello_only = !p->info.known && p->hello_waiters.n > 0 && pool_live(p) == 0;
+
+	return (!pool_paused(p) || hello_only) && below_size(p) &&
+	       pool_live(p) < pool_gate_limit(p) && g.now_usec >= p->next_connect_usec;
 }
 
 static bool janitor_may(const struct pool *p)

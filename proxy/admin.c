@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "core/stats.h"
 #include "proxy/admin_ctl.h"
+#include "proxy/admin_fan.h"
 #include "proxy/admin_show.h"
 #include "proxy/cauth.h"
 #include "proxy/client.h"
@@ -60,11 +61,44 @@ void admin_command(struct request *req, const bson_t *body)
 				return;
 			}
 			STAT_INC(admin_commands);
-			cmds[i].run(req, body);
+			if (!admin_fan(req, body)) /* workers: every one of them */
+				cmds[i].run(req, body);
 			return;
 		}
 	snprintf(msg, sizeof(msg), "mongoplex: no such admin command: %s", req->cmd);
 	request_fail(req, MP_ERR(COMMAND_NOT_FOUND), msg, NULL);
+}
+
+/* A command run for the master (proxy/wctl.h): the reply lands in *out. */
+static void exec_reply(void *arg, const bson_t *reply)
+{
+	if (reply != NULL) {
+		bson_destroy(arg);
+		bson_copy_to(reply, arg);
+	}
+}
+
+static const struct request_ops exec_ops = {.name = "admin-exec"};
+
+void admin_exec(const bson_t *cmd, bson_t *out)
+{
+	struct request *req;
+	bson_iter_t it;
+	const char *name;
+
+	if (!bson_iter_init(&it, cmd) || !bson_iter_next(&it))
+		return;
+	name = bson_iter_key(&it);
+	for (size_t i = 0; i < NCMDS; i++)
+		if (strcmp(cmds[i].name, name) == 0) {
+			req = request_new(NULL, &exec_ops);
+			snprintf(req->cmd, sizeof(req->cmd), "%s", name);
+			req->internal_reply = exec_reply;
+			req->internal_arg = out;
+			request_set_state(req, REQ_LOCAL, NULL);
+			cmds[i].run(req, cmd); /* every one answers before it returns */
+			return;
+		}
 }
 
 bool admin_user_listed(const char *list, const char *dbuser)

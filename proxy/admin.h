@@ -25,8 +25,13 @@ struct client;
 /* db.adminCommand({mongoplexStats: 1}) */
 void admin_stats_reply(struct request *req);
 
-/* Run one admin command (router: ROUTE_ADMIN); it answers req. */
+/* Run one admin command (router: ROUTE_ADMIN); it answers req (with
+ * workers: after every worker ran it, proxy/admin_fan.h). */
 void admin_command(struct request *req, const bson_t *body);
+/* Run `cmd` (a mongoplex* command of the table) here for the master
+ * (proxy/wctl.h: another worker asked and checked who may); its answer,
+ * ok or an error document, replaces *out. */
+void admin_exec(const bson_t *cmd, bson_t *out);
 
 /* May req's client run admin command `cmd`? False: the refusal was logged
  * (rate-limited) and counted; req is not answered (admin_refuse does). */

@@ -159,12 +159,19 @@ static void do_reconnect(struct request *req, const bson_iter_t *it)
 	reply(req, &doc);
 }
 
-static void do_kill(struct client *self, struct request *req, const bson_iter_t *it)
+/* self: the asking client; NULL when another worker asks (workers: the
+ * asker's id is the command's `by`). */
+static void do_kill(struct client *self, struct request *req, const bson_iter_t *it,
+		    const bson_t *body)
 {
 	struct client *c;
+	bson_iter_t by;
+	uint64_t by_id = self != NULL ? self->id : 0;
 	double v;
 	bson_t doc;
 
+	if (self == NULL && bson_iter_init_find(&by, body, "by") && BSON_ITER_HOLDS_NUMBER(&by))
+		by_id = (uint64_t)bson_iter_as_int64(&by);
 	v = BSON_ITER_HOLDS_NUMBER(it) ? bson_iter_as_double(it) : -1;
 	if (!(v >= 0 && v < 9007199254740992.0 && (double)(uint64_t)v == v)) {
 		fail(req, "mongoplex: mongoplexKill takes a client id (a number: the client's "
@@ -176,8 +183,7 @@ static void do_kill(struct client *self, struct request *req, const bson_iter_t 
 		fail(req, "mongoplex: mongoplexKill: no client with id %" PRIu64, (uint64_t)v);
 		return;
 	}
-	log_notice("C-%" PRIu64 " %s: killed by an admin (C-%" PRIu64 ")", c->id, c->peer,
-		   self->id);
+	log_notice("C-%" PRIu64 " %s: killed by an admin (C-%" PRIu64 ")", c->id, c->peer, by_id);
 	bson_init(&doc);
 	BSON_APPEND_INT64(&doc, "killed", (int64_t)c->id);
 	BSON_APPEND_UTF8(&doc, "peer", c->peer);
@@ -186,7 +192,7 @@ static void do_kill(struct client *self, struct request *req, const bson_iter_t 
 		client_close(c, "killed by an admin (itself)");
 		return;
 	}
-	client_close(c, "killed by an admin (C-%" PRIu64 ")", self->id);
+	client_close(c, "killed by an admin (C-%" PRIu64 ")", by_id);
 	reply(req, &doc);
 }
 
@@ -225,7 +231,7 @@ void admin_ctl_run(struct request *req, const bson_t *body)
 	else if (strcmp(req->cmd, "mongoplexReconnect") == 0)
 		do_reconnect(req, &it);
 	else if (strcmp(req->cmd, "mongoplexKill") == 0)
-		do_kill(client_of(req), req, &it);
+		do_kill(client_of(req), req, &it, body);
 	else
 		do_reload(req);
 }

@@ -162,7 +162,10 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 	int one = 1;
 
 	(void)addrlen;
-	c->id = next_client_id++;
+	/* With workers, ids are unique over the proxy: id modulo N is the
+	 * worker (mongoplexKill finds it so, proxy/admin_fan.c). */
+	c->id = next_client_id++ * (uint64_t)(g.nworkers > 1 ? g.nworkers : 1) +
+		(uint64_t)(g.nworkers > 1 ? g.worker_id : 0);
 	c->state = CL_NEW;
 	c->compressor = c->msg_compressor = -1;
 	request_owner_init(&c->owner, c->id, &client_owner_ops);

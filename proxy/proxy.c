@@ -27,6 +27,7 @@
 #include "proxy/client_tls.h"
 #include "proxy/janitor.h"
 #include "pool/pool.h"
+#include "proxy/admin.h"
 #include "proxy/admin_ctl.h"
 #include "proxy/awaithello.h"
 #include "proxy/cauth.h"
@@ -35,6 +36,7 @@
 #include "proxy/membound.h"
 #include "proxy/metrics.h"
 #include "proxy/reload.h"
+#include "proxy/wctl.h"
 #include "core/evpool.h"
 #include "core/stats.h"
 #include "core/topover.h"
@@ -183,6 +185,7 @@ static void setup_signals(void)
 
 static void teardown(void)
 {
+	wctl_stop();	     /* console commands still asking the master: failed */
 	pool_shutdown_all(); /* requests still running get ShutdownInProgress */
 	client_close_all("proxy exiting");
 	listener_stop();
@@ -231,6 +234,11 @@ int proxy_main(struct cfg *cfg, const char *cfg_path)
 		fatal("auth_users_file: %s", err);
 	setup_signals();
 	admin_ctl_set_reload(proxy_reload);
+	/* with workers, the master runs console commands on every worker */
+	if (g.nworkers > 1 && g.ctl_fd >= 0) {
+		wctl_set_exec(admin_exec);
+		wctl_attach(g.ctl_fd);
+	}
 	awaithello_init();
 	janitor_start();
 	if (!client_tls_start(err, sizeof(err)))

@@ -7,8 +7,9 @@
  * of the limits (cfg_for_worker) and its own listening socket on the same
  * port; the kernel spreads connections over them.
  *
- * The master runs no event loop: signals are blocked and taken with
- * sigtimedwait, so no work runs in a raw handler.
+ * The master runs no event loop: signals are blocked and read from a
+ * signalfd in a poll loop with the control channels (proxy/wctl_master.c:
+ * console commands run on every worker), so no work runs in a raw handler.
  *   SIGHUP          config re-read and validated here; if valid, sent on to
  *                   every worker (each reloads whole or not at all)
  *   SIGTERM/SIGINT  sent on; the master exits when every worker has
@@ -27,7 +28,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,8 +46,8 @@
 #include "core/wstats.h"
 #include "proxy/proxy.h"
 #include "proxy/reload.h"
+#include "proxy/wctl_master.h"
 
-#define MAX_WORKERS	 64
 #define RESTARTS_PER_SEC 5
 #define START_FAILURES	 5
 
@@ -54,8 +57,10 @@ struct worker {
 	uint64_t restart_usec; /* when to fork it again (pid 0) */
 };
 
-static struct worker ws[MAX_WORKERS];
-static int nw;
+static struct worker ws[WORKERS_MAX];
+static int nw, sig_fd = -1;
+static struct cfg *master_cfg; /* the file's settings, as the workers run them */
+static const char *master_path;
 static sigset_t master_set, old_set;
 static bool stopping, notified;
 static uint64_t window_usec; /* restart-rate window start */
@@ -78,7 +83,7 @@ int workers_wanted(const struct cfg *cfg)
 		n = sysconf(_SC_NPROCESSORS_ONLN);
 	if (n < 1)
 		n = 1;
-	return n > MAX_WORKERS ? MAX_WORKERS : (int)n;
+	return n > WORKERS_MAX ? WORKERS_MAX : (int)n;
 }
 
 /* Resolve and hold listen_addr:listen_port so every worker binds the same port. */
@@ -112,13 +117,16 @@ static int reserve_port(struct cfg *cfg)
 static void start_worker(int i, struct cfg *cfg, const char *path, int port_fd)
 {
 	pid_t pid, master = getpid();
-	int rc;
+	int rc, ctl = wm_open(i);
 
 	wstats_slot(i)->ready = 0;
 	pid = fork();
 	if (pid < 0) {
 		log_error("workers: fork of worker %d failed: %s; retrying in 1 s", i,
 			  strerror(errno));
+		if (ctl >= 0)
+			close(ctl);
+		wm_gone(i);
 		ws[i].restart_usec = proxy_tick() + 1000000;
 		return;
 	}
@@ -130,6 +138,10 @@ static void start_worker(int i, struct cfg *cfg, const char *path, int port_fd)
 			_exit(1);
 		if (port_fd >= 0)
 			close(port_fd);
+		if (sig_fd >= 0)
+			close(sig_fd);
+		wm_child();
+		g.ctl_fd = ctl;
 		sigprocmask(SIG_SETMASK, &old_set, NULL);
 		g.nworkers = nw;
 		g.worker_id = i;
@@ -141,6 +153,8 @@ static void start_worker(int i, struct cfg *cfg, const char *path, int port_fd)
 		mongoc_cleanup();
 		exit(rc);
 	}
+	if (ctl >= 0)
+		close(ctl);
 	ws[i].pid = pid;
 	wstats_slot(i)->pid = pid;
 	log_notice("workers: worker %d started (pid %d)", i, (int)pid);
@@ -175,6 +189,7 @@ static void worker_ended(int i, int st)
 		log_notice("workers: worker %d (pid %d) exited with code %d", i, (int)ws[i].pid,
 			   WEXITSTATUS(st));
 	ws[i].pid = 0;
+	wm_gone(i);
 	if (stopping) { /* the master's code: the first worker's that was not 0 */
 		if (g.exit_code == 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
 			g.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
@@ -218,40 +233,47 @@ static void reap(void)
  * so that a reload applies to every worker or to none; a valid file
  * becomes the master's config too (its static settings kept, as each
  * worker keeps them), so that a worker restarted after a reload starts
- * with what the others now run, not with the file of the start. */
-static void reload(struct cfg *cfg, const char *path)
+ * with what the others now run, not with the file of the start. False:
+ * rejected, *err says why. Also the check of mongoplexReload
+ * (proxy/wctl_master.c), which then has every worker reload. */
+static bool reload_check(char *err, size_t errlen)
 {
-	char err[CFG_ERR_LEN];
+	char why[CFG_ERR_LEN];
 	struct reload_parts rp;
 	struct cfg next, saved = g.cfg;
 	bool ok;
 
-	if (path == NULL) {
-		log_error("workers: SIGHUP: reload rejected, not sent to the workers: no config "
-			  "file (-c)");
-		return;
+	if (master_path == NULL) {
+		snprintf(err, errlen, "reload rejected: no config file (-c)");
+		log_error("workers: reload rejected, not sent to the workers: no config file (-c)");
+		return false;
 	}
-	g.cfg = *cfg; /* what reload_prepare compares the static settings with */
-	ok = reload_prepare(path, &rp, err, sizeof(err));
+	g.cfg = *master_cfg; /* what reload_prepare compares the static settings with */
+	ok = reload_prepare(master_path, &rp, why, sizeof(why));
 	g.cfg = saved;
 	reload_discard(&rp);
-	if (!ok || !cfg_load(path, &next, err, sizeof(err))) {
-		log_error("workers: SIGHUP: reload rejected, not sent to the workers: %s", err);
-		return;
+	if (!ok || !cfg_load(master_path, &next, why, sizeof(why))) {
+		snprintf(err, errlen, "reload rejected, keeping the current config: %s", why);
+		log_error("workers: reload rejected, not sent to the workers: %s", why);
+		return false;
 	}
-	cfg_keep_static(cfg, &next);
-	cfg_free(cfg);
-	*cfg = next;
-	log_info("workers: SIGHUP: configuration valid, reloading every worker");
-	send_all(SIGHUP);
+	cfg_keep_static(master_cfg, &next);
+	cfg_free(master_cfg);
+	*master_cfg = next;
+	log_info("workers: configuration valid, reloading every worker");
+	return true;
 }
 
-static void on_signal(int sig, struct cfg *cfg, const char *path)
+static void on_signal(int sig)
 {
 	switch (sig) {
-	case SIGHUP:
-		reload(cfg, path);
+	case SIGHUP: {
+		char err[CFG_ERR_LEN + 100];
+
+		if (reload_check(err, sizeof(err)))
+			send_all(SIGHUP);
 		break;
+	}
 	case SIGTERM:
 	case SIGINT:
 		log_notice("workers: %s: sent to every worker",
@@ -277,31 +299,55 @@ static void check_ready(void)
 	notify("READY=1");
 }
 
+/* Signals from the signalfd, then the control channels. */
+static void poll_once(void)
+{
+	struct pollfd pfd[WORKERS_MAX + 1];
+	int index[WORKERS_MAX], n;
+	struct signalfd_siginfo si;
+
+	pfd[0].fd = sig_fd;
+	pfd[0].events = POLLIN;
+	pfd[0].revents = 0;
+	n = wm_pollfds(&pfd[1], index);
+	if (poll(pfd, (nfds_t)n + 1, 50) < 0 && errno != EINTR)
+		fatal("workers: poll: %s", strerror(errno));
+	proxy_tick();
+	if (pfd[0].revents & POLLIN)
+		while (read(sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+			on_signal((int)si.ssi_signo);
+	wm_io(&pfd[1], index, n);
+}
+
 int workers_main(struct cfg *cfg, const char *path, int n)
 {
-	struct timespec tick = {0, 50 * 1000 * 1000};
-	int port_fd, sig;
+	int port_fd;
 
 	nw = n;
 	g.nworkers = n;
+	master_cfg = cfg;
+	master_path = path;
 	log_current_level = cfg->log_level;
 	if (!wstats_create(n))
 		fatal("workers: cannot map the shared stats: %s", strerror(errno));
 	port_fd = reserve_port(cfg);
+	signal(SIGPIPE, SIG_IGN); /* a worker's channel closing under a write */
 	sigemptyset(&master_set);
 	sigaddset(&master_set, SIGHUP);
 	sigaddset(&master_set, SIGTERM);
 	sigaddset(&master_set, SIGINT);
 	sigaddset(&master_set, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &master_set, &old_set);
+	sig_fd = signalfd(-1, &master_set, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (sig_fd < 0)
+		fatal("workers: signalfd: %s", strerror(errno));
+	wm_init(n, reload_check);
 	log_notice("workers: master (pid %d) starting %d workers on port %d", (int)getpid(), n,
 		   (int)cfg->listen_port);
 	for (int i = 0; i < n; i++)
 		start_worker(i, cfg, path, port_fd);
 	while (!stopping || running() > 0) {
-		sig = sigtimedwait(&master_set, NULL, &tick);
-		if (sig > 0)
-			on_signal(sig, cfg, path);
+		poll_once();
 		reap();
 		for (int i = 0; i < nw && !stopping; i++)
 			if (ws[i].pid == 0 && proxy_tick() >= ws[i].restart_usec)
@@ -310,6 +356,8 @@ int workers_main(struct cfg *cfg, const char *path, int n)
 			check_ready();
 	}
 	log_notice("workers: every worker has exited; master exiting");
+	wm_fini();
+	close(sig_fd);
 	if (port_fd >= 0)
 		close(port_fd);
 	cfg_free(cfg);

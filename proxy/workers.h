@@ -6,6 +6,8 @@
 
 #include "config/cfg.h"
 
+#define WORKERS_MAX 64
+
 /* The worker count cfg asks for (workers = 0: one per online CPU). */
 int workers_wanted(const struct cfg *cfg);
 /* Run the master: fork, forward signals, restart; returns the exit code

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,6 +36,43 @@ static int client_worker(mongoc_client_t *c, bson_t *st)
 {
 	h_stats(c, st);
 	return (int)h_get_int(st, "worker", -1);
+}
+
+/* mongoplexStats through c into *st (initialized here) until `until` holds
+ * or WAIT_MS (a hang guard): the last document either way, for the
+ * caller's assertions. */
+static void stats_until(mongoc_client_t *c, bson_t *st, bool (*until)(const bson_t *st))
+{
+	int64_t deadline = h_now_ms() + WAIT_MS;
+
+	for (;;) {
+		h_stats(c, st);
+		if (until(st) || h_now_ms() >= deadline)
+			return;
+		bson_destroy(st);
+		h_sleep_ms(20);
+	}
+}
+
+static bool all_clients_counted(const bson_t *st)
+{
+	return h_get_int(st, "gauges.clients", -1) >= NCLIENTS;
+}
+
+static bool worker1_back(const bson_t *st)
+{
+	return h_get_int(st, "workers.1.restarts", 0) == 1 && h_get_bool(st, "workers.1.listening");
+}
+
+static bool both_reloaded(const bson_t *st)
+{
+	return h_get_int(st, "workers.0.counters.reloads", -1) == 1 &&
+	       h_get_int(st, "workers.1.counters.reloads", -1) == 1;
+}
+
+static bool worker1_reloaded(const bson_t *st)
+{
+	return h_get_int(st, "workers.1.counters.reloads", -1) == 1;
 }
 
 /* One insert and a read of it through c; true when both worked. */
@@ -91,13 +129,7 @@ Test(workers, connections_spread_and_all_work, .timeout = 120)
 	/* Gauges and histograms are the whole proxy's too: the 16 open clients
 	 * are on two workers, neither holds them all, the total counts them
 	 * (another worker's figures are as of its last 100 ms tick). */
-	bson_init(&st);
-	for (int64_t deadline = h_now_ms() + WAIT_MS; h_now_ms() < deadline; h_sleep_ms(20)) {
-		bson_destroy(&st);
-		h_stats(cs[0], &st);
-		if (h_get_int(&st, "gauges.clients", -1) >= NCLIENTS)
-			break;
-	}
+	stats_until(cs[0], &st, all_clients_counted);
 	cr_assert_geq(h_get_int(&st, "gauges.clients", -1), NCLIENTS, "gauges.clients");
 	cr_assert_eq(h_get_int(&st, "workers.0.gauges.clients", -1) +
 			 h_get_int(&st, "workers.1.gauges.clients", -1),
@@ -146,14 +178,7 @@ Test(workers, killed_worker_is_restarted, .timeout = 120)
 	}
 	cr_assert_eq(fails, 0);
 	c = h_proxy_client(p, "itest-workers-kill");
-	for (int64_t deadline = h_now_ms() + WAIT_MS; h_now_ms() < deadline; h_sleep_ms(20)) {
-		h_stats(c, &st);
-		if (h_get_int(&st, "workers.1.restarts", 0) == 1 &&
-		    h_get_bool(&st, "workers.1.listening"))
-			break;
-		bson_destroy(&st);
-		st = (bson_t)BSON_INITIALIZER;
-	}
+	stats_until(c, &st, worker1_back);
 	cr_assert_eq(h_get_int(&st, "workers.1.restarts", 0), 1);
 	cr_assert_neq(h_get_int(&st, "workers.1.pid", -1), victim);
 	bson_destroy(&st);
@@ -166,18 +191,13 @@ Test(workers, sighup_reaches_every_worker, .timeout = 120)
 {
 	struct proxy *p = start_workers(NULL);
 	mongoc_client_t *c = h_proxy_client(p, "itest-workers-hup");
-	bson_t st = BSON_INITIALIZER;
-	int64_t r0 = 0, r1 = 0;
+	bson_t st;
+	int64_t r0, r1;
 
 	cr_assert_eq(kill(p->pid, SIGHUP), 0);
-	for (int64_t deadline = h_now_ms() + WAIT_MS; h_now_ms() < deadline; h_sleep_ms(20)) {
-		bson_destroy(&st);
-		h_stats(c, &st);
-		r0 = h_get_int(&st, "workers.0.counters.reloads", -1);
-		r1 = h_get_int(&st, "workers.1.counters.reloads", -1);
-		if (r0 == 1 && r1 == 1)
-			break;
-	}
+	stats_until(c, &st, both_reloaded);
+	r0 = h_get_int(&st, "workers.0.counters.reloads", -1);
+	r1 = h_get_int(&st, "workers.1.counters.reloads", -1);
 	cr_assert(r0 == 1 && r1 == 1, "reloads per worker: %lld, %lld", (long long)r0,
 		  (long long)r1);
 	cr_assert_eq(h_counter(&st, "reloads"), 2);
@@ -318,13 +338,7 @@ Test(workers, restarted_worker_runs_the_reloaded_config, .timeout = 120)
 	cr_assert_eq(kill(p->pid, SIGHUP), 0);
 	cr_assert(log_wait(p, "configuration valid, reloading every worker", WAIT_MS));
 	c = client_on(p, 1);
-	bson_init(&st);
-	for (int64_t deadline = h_now_ms() + WAIT_MS; h_now_ms() < deadline; h_sleep_ms(20)) {
-		bson_destroy(&st);
-		h_stats(c, &st);
-		if (h_get_int(&st, "workers.1.counters.reloads", -1) == 1)
-			break;
-	}
+	stats_until(c, &st, worker1_reloaded);
 	cr_assert_eq(h_get_int(&st, "pools.0.limit", -1), 10, "worker 1 after the reload");
 	bson_destroy(&st);
 	mongoc_client_destroy(c);
@@ -332,14 +346,7 @@ Test(workers, restarted_worker_runs_the_reloaded_config, .timeout = 120)
 	cr_assert_eq(kill(victim, SIGKILL), 0);
 	cr_assert(log_wait(p, "killed by signal 9", WAIT_MS), "the death was not logged");
 	c = h_proxy_client(p, "itest-workers-on");
-	bson_init(&st);
-	for (int64_t deadline = h_now_ms() + WAIT_MS; h_now_ms() < deadline; h_sleep_ms(20)) {
-		bson_destroy(&st);
-		h_stats(c, &st);
-		if (h_get_int(&st, "workers.1.restarts", 0) == 1 &&
-		    h_get_bool(&st, "workers.1.listening"))
-			break;
-	}
+	stats_until(c, &st, worker1_back);
 	cr_assert(h_get_bool(&st, "workers.1.listening"), "worker 1 not back");
 	bson_destroy(&st);
 	mongoc_client_destroy(c);
@@ -433,4 +440,255 @@ Test(workers, killed_master_takes_its_workers, .timeout = 120)
 	}
 	cr_assert(gone, "workers %d and %d outlived their master", (int)w[0], (int)w[1]);
 	proxy_discard(p); /* killed on purpose: no clean exit to check */
+}
+
+/* ------------------------------------------------------------ the console */
+
+/* An admin command through c: true when ok; *r the reply (destroy it). */
+static bool admin_cmd(mongoc_client_t *c, const char *json, bson_t *r)
+{
+	bson_error_t err;
+
+	return h_cmd_json(c, "admin", json, r, &err);
+}
+
+static char *js(const bson_t *b)
+{
+	static char buf[2048];
+	char *s = bson_as_relaxed_extended_json(b, NULL);
+
+	snprintf(buf, sizeof(buf), "%s", s != NULL ? s : "?");
+	bson_free(s);
+	return buf;
+}
+
+/* workers = 2 with the admin console on worker 0's unix socket. */
+static struct proxy *start_workers_admin(const char *extra)
+{
+	char cfg[512];
+	struct proxy *p;
+
+	snprintf(cfg, sizeof(cfg), "workers = 2\n%s", extra ? extra : "");
+	p = proxy_start_admin(cfg);
+	cr_assert(log_wait(p, "all 2 workers listening", WAIT_MS), "workers not listening");
+	return p;
+}
+
+/* The ids of mongoplexShow clients' rows (skip) and their workers. */
+static int show_clients(mongoc_client_t *admin, int64_t skip, int64_t *ids, int *wk, int max,
+			int64_t *total)
+{
+	char cmd[128], path[64];
+	bson_t r;
+	int n = 0;
+
+	snprintf(cmd, sizeof(cmd), "{\"mongoplexShow\": \"clients\", \"skip\": %lld}",
+		 (long long)skip);
+	cr_assert(admin_cmd(admin, cmd, &r), "show clients: %s", js(&r));
+	for (; n < max; n++) {
+		snprintf(path, sizeof(path), "rows.%d.id", n);
+		if (h_get_int(&r, path, -1) < 0)
+			break;
+		ids[n] = h_get_int(&r, path, -1);
+		snprintf(path, sizeof(path), "rows.%d.worker", n);
+		wk[n] = (int)h_get_int(&r, path, -1);
+	}
+	*total = h_get_int(&r, "total", -1);
+	cr_assert_eq(h_get_int(&r, "workers", -1), 2, "%s", js(&r));
+	bson_destroy(&r);
+	return n;
+}
+
+/* A find on a client of its own worker (a thread: it blocks while paused). */
+struct held {
+	mongoc_client_t *c;
+	const char *db;
+	bool ok;
+	pthread_t th;
+};
+
+static void *held_main(void *arg)
+{
+	struct held *h = arg;
+	bson_t reply;
+	bson_error_t err;
+
+	h->ok = h_cmd_json(h->c, h->db, "{\"find\": \"w\", \"filter\": {}}", &reply, &err);
+	bson_destroy(&reply);
+	return NULL;
+}
+
+/* Every console command acts on the whole proxy, not on the worker the
+ * admin's connection landed on (worker 0: the unix socket): show lists the
+ * clients of both workers, each row with its worker, and pages over them
+ * as over one list; a pause holds requests on both workers until the
+ * resume; a kill reaches a client on the other worker; a reload reloads
+ * both. */
+Test(workers, console_acts_on_every_worker, .timeout = 180)
+{
+	struct proxy *p = start_workers_admin("pool_size = 4\n");
+	mongoc_client_t *admin = h_proxy_admin_client(p, "itest-workers-admin");
+	mongoc_client_t *on[2] = {client_on(p, 0), client_on(p, 1)};
+	struct held held[2];
+	int64_t ids[64], ids2[64], total, total2, victim = -1;
+	int wk[64], wk2[64], n, n2, seen[2] = {0, 0};
+	char db[64], cmd[128];
+	bson_t r, st;
+
+	h_unique(db, sizeof(db), "it_wk_con");
+	/* show: both workers' clients, paged as one list */
+	n = show_clients(admin, 0, ids, wk, 64, &total);
+	cr_assert_eq(n, total, "one page holds every client");
+	cr_assert_geq(n, 3, "the admin and one client per worker: %d rows, total %lld", n,
+		      (long long)total);
+	for (int i = 0; i < n; i++) {
+		cr_assert(wk[i] == 0 || wk[i] == 1, "row %d: worker %d", i, wk[i]);
+		cr_assert_eq(ids[i] % 2, wk[i], "client id %lld is not on worker %d",
+			     (long long)ids[i], wk[i]);
+		seen[wk[i]]++;
+		if (wk[i] == 1)
+			victim = ids[i];
+	}
+	cr_assert(seen[0] > 0 && seen[1] > 0, "rows per worker: %d, %d", seen[0], seen[1]);
+	n2 = show_clients(admin, 2, ids2, wk2, 64, &total2);
+	cr_assert_eq(total2, total);
+	cr_assert_eq(n2, n - 2, "skip 2 of %d", n);
+	for (int i = 0; i < n2; i++)
+		cr_assert_eq(ids2[i], ids[i + 2], "row %d after skip 2", i);
+
+	/* pause: both workers' requests held, then run at resume */
+	cr_assert(admin_cmd(admin, "{\"mongoplexPause\": 1}", &r), "pause: %s", js(&r));
+	cr_assert_eq(h_get_int(&r, "workers.0.worker", -1), 0, "%s", js(&r));
+	cr_assert_eq(h_get_int(&r, "workers.1.worker", -1), 1, "%s", js(&r));
+	cr_assert(h_get_bool(&r, "workers.1.reply.paused"), "%s", js(&r));
+	cr_assert_str_eq(h_get_str(&r, "state"), "paused", "%s", js(&r));
+	bson_destroy(&r);
+	for (int i = 0; i < 2; i++) {
+		held[i] = (struct held){.c = on[i], .db = db};
+		cr_assert_eq(pthread_create(&held[i].th, NULL, held_main, &held[i]), 0);
+	}
+	for (int64_t deadline = h_now_ms() + WAIT_MS;; h_sleep_ms(20)) {
+		cr_assert(admin_cmd(admin, "{\"mongoplexPause\": 1}", &r), "%s", js(&r));
+		if (h_get_int(&r, "workers.0.reply.waiting", 0) >= 1 &&
+		    h_get_int(&r, "workers.1.reply.waiting", 0) >= 1)
+			break;
+		cr_assert_lt(h_now_ms(), deadline, "not held on both workers: %s", js(&r));
+		bson_destroy(&r);
+	}
+	cr_assert_eq(h_get_int(&r, "waiting", -1),
+		     h_get_int(&r, "workers.0.reply.waiting", -1) +
+			 h_get_int(&r, "workers.1.reply.waiting", -1),
+		     "the merged count is the sum: %s", js(&r));
+	bson_destroy(&r);
+	cr_assert(admin_cmd(admin, "{\"mongoplexResume\": 1}", &r), "resume: %s", js(&r));
+	cr_assert_str_eq(h_get_str(&r, "state"), "running", "%s", js(&r));
+	cr_assert_geq(h_get_int(&r, "dispatching", -1), 2, "%s", js(&r));
+	bson_destroy(&r);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(held[i].th, NULL);
+		cr_assert(held[i].ok, "the request held on worker %d failed", i);
+	}
+	/* a second resume: neither worker is paused, the error names one */
+	cr_assert_not(admin_cmd(admin, "{\"mongoplexResume\": 1}", &r), "%s", js(&r));
+	cr_assert_not_null(strstr(h_get_str(&r, "errmsg"), "worker 0: "), "%s", js(&r));
+	bson_destroy(&r);
+
+	/* kill: a client of worker 1, asked on worker 0 */
+	cr_assert_gt(victim, 0);
+	snprintf(cmd, sizeof(cmd), "{\"mongoplexKill\": %lld}", (long long)victim);
+	cr_assert(admin_cmd(admin, cmd, &r), "kill: %s", js(&r));
+	cr_assert_eq(h_get_int(&r, "killed", -1), victim, "%s", js(&r));
+	bson_destroy(&r);
+	n = show_clients(admin, 0, ids, wk, 64, &total);
+	for (int i = 0; i < n; i++)
+		cr_assert_neq(ids[i], victim, "the killed client is still listed");
+	cr_assert_not(admin_cmd(admin, cmd, &r), "a second kill: %s", js(&r));
+	cr_assert_not_null(strstr(h_get_str(&r, "errmsg"), "no client with id"), "%s", js(&r));
+	bson_destroy(&r);
+
+	/* reload: both workers */
+	cr_assert(admin_cmd(admin, "{\"mongoplexReload\": 1}", &r), "reload: %s", js(&r));
+	cr_assert(h_get_bool(&r, "reloaded"), "%s", js(&r));
+	cr_assert(h_get_bool(&r, "workers.0.reply.reloaded") &&
+		      h_get_bool(&r, "workers.1.reply.reloaded"),
+		  "%s", js(&r));
+	bson_destroy(&r);
+	stats_until(admin, &st, both_reloaded);
+	cr_assert(both_reloaded(&st), "reloads per worker: %s", js(&st));
+	bson_destroy(&st);
+	for (int i = 0; i < 2; i++)
+		mongoc_client_destroy(on[i]);
+	mongoc_client_destroy(admin);
+	proxy_stop(p);
+}
+
+/* mongoplexReload of a file the master rejects: the error says why, and
+ * no worker reloads. */
+Test(workers, console_reload_rejected_by_the_master, .timeout = 120)
+{
+	struct proxy *p = start_workers_admin(NULL);
+	mongoc_client_t *admin = h_proxy_admin_client(p, "itest-workers-admin");
+	bson_t r;
+	FILE *f;
+
+	f = fopen(p->cfg_path, "a");
+	cr_assert_not_null(f);
+	fputs("backend_password_file = /nonexistent/mongoplex-itest-password\n", f);
+	fclose(f);
+	cr_assert_not(admin_cmd(admin, "{\"mongoplexReload\": 1}", &r), "%s", js(&r));
+	cr_assert_not_null(strstr(h_get_str(&r, "errmsg"), "reload rejected"), "%s", js(&r));
+	cr_assert_not_null(strstr(h_get_str(&r, "errmsg"), "backend_password_file"), "%s", js(&r));
+	bson_destroy(&r);
+	h_stats(admin, &r);
+	cr_assert_eq(h_counter(&r, "reloads"), 0, "%s", js(&r));
+	cr_assert_eq(h_counter(&r, "reload_failures"), 0, "a worker saw the file");
+	bson_destroy(&r);
+	mongoc_client_destroy(admin);
+	proxy_stop(p);
+}
+
+/* A worker that restarts during a pause comes back paused (the master runs
+ * the console's pauses again on it before it listens): a request that lands
+ * on it is held until the resume, not served in the middle of the
+ * maintenance. */
+Test(workers, pause_survives_a_worker_restart, .timeout = 180)
+{
+	struct proxy *p = start_workers_admin(NULL);
+	mongoc_client_t *admin = h_proxy_admin_client(p, "itest-workers-admin");
+	struct held h;
+	char db[64];
+	bson_t r, st;
+	pid_t victim;
+
+	h_unique(db, sizeof(db), "it_wk_rep");
+	cr_assert(admin_cmd(admin, "{\"mongoplexPause\": 1}", &r), "pause: %s", js(&r));
+	bson_destroy(&r);
+	h_stats(admin, &st);
+	victim = (pid_t)h_get_int(&st, "workers.1.pid", -1);
+	bson_destroy(&st);
+	cr_assert_gt(victim, 0);
+	cr_assert_eq(kill(victim, SIGKILL), 0);
+	cr_assert(log_wait(p, "pause/resume command(s) of the console run again", WAIT_MS),
+		  "the pause was not replayed on the restarted worker");
+	stats_until(admin, &st, worker1_back);
+	cr_assert(worker1_back(&st), "worker 1 not back: %s", js(&st));
+	bson_destroy(&st);
+	h = (struct held){.c = client_on(p, 1), .db = db};
+	cr_assert_eq(pthread_create(&h.th, NULL, held_main, &h), 0);
+	for (int64_t deadline = h_now_ms() + WAIT_MS;; h_sleep_ms(20)) {
+		cr_assert(admin_cmd(admin, "{\"mongoplexPause\": 1}", &r), "%s", js(&r));
+		if (h_get_int(&r, "workers.1.reply.waiting", 0) >= 1)
+			break;
+		cr_assert_lt(h_now_ms(), deadline, "not held on the restarted worker: %s", js(&r));
+		bson_destroy(&r);
+	}
+	cr_assert_str_eq(h_get_str(&r, "workers.1.reply.state"), "paused", "%s", js(&r));
+	bson_destroy(&r);
+	cr_assert(admin_cmd(admin, "{\"mongoplexResume\": 1}", &r), "resume: %s", js(&r));
+	bson_destroy(&r);
+	pthread_join(h.th, NULL);
+	cr_assert(h.ok, "the held request failed after the resume");
+	mongoc_client_destroy(h.c);
+	mongoc_client_destroy(admin);
+	proxy_stop(p);
 }
