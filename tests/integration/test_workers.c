@@ -20,15 +20,22 @@
 #define NCLIENTS 16
 #define WAIT_MS	 30000 /* hang guard */
 
-static struct proxy *start_workers(const char *extra)
+/* workers = 2, started by `start` (proxy_start, or proxy_start_admin: the
+ * admin console on worker 0's unix socket), once both listen. */
+static struct proxy *start_with(struct proxy *(*start)(const char *), const char *extra)
 {
 	char cfg[512];
 	struct proxy *p;
 
 	snprintf(cfg, sizeof(cfg), "workers = 2\n%s", extra ? extra : "");
-	p = proxy_start(cfg);
+	p = start(cfg);
 	cr_assert(log_wait(p, "all 2 workers listening", WAIT_MS), "workers not listening");
 	return p;
+}
+
+static struct proxy *start_workers(const char *extra)
+{
+	return start_with(proxy_start, extra);
 }
 
 /* A ping, then which worker answered this client's connection. */
@@ -462,16 +469,9 @@ static char *js(const bson_t *b)
 	return buf;
 }
 
-/* workers = 2 with the admin console on worker 0's unix socket. */
 static struct proxy *start_workers_admin(const char *extra)
 {
-	char cfg[512];
-	struct proxy *p;
-
-	snprintf(cfg, sizeof(cfg), "workers = 2\n%s", extra ? extra : "");
-	p = proxy_start_admin(cfg);
-	cr_assert(log_wait(p, "all 2 workers listening", WAIT_MS), "workers not listening");
-	return p;
+	return start_with(proxy_start_admin, extra);
 }
 
 /* The ids of mongoplexShow clients' rows (skip) and their workers. */
