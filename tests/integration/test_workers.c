@@ -692,3 +692,30 @@ Test(workers, pause_survives_a_worker_restart, .timeout = 180)
 	mongoc_client_destroy(admin);
 	proxy_stop(p);
 }
+
+/* A worker that cannot start (its unix socket's directory does not exist:
+ * worker 0 alone binds it) is retried with a growing delay; after 5
+ * failures in a row before it ever listened, the master stops every worker
+ * and exits 1, instead of restarting it forever. */
+Test(workers, worker_failing_to_start_stops_the_master, .timeout = 120)
+{
+	struct proxy *p =
+	    proxy_start("workers = 2\nunix_socket = /nonexistent/mongoplex-itest/mp.sock\n");
+	int retries = 0;
+	char *log;
+
+	cr_assert(log_wait(p, "failed 5 times in a row before it listened", WAIT_MS),
+		  "the master never gave up");
+	for (int64_t deadline = h_now_ms() + WAIT_MS; h_now_ms() < deadline && proxy_alive(p);)
+		h_sleep_ms(10);
+	cr_assert(!proxy_alive(p), "the master outlived its give-up");
+	cr_assert(WIFEXITED(p->wait_status) && WEXITSTATUS(p->wait_status) == 1, "exit status %d",
+		  p->wait_status);
+	log = proxy_log(p);
+	for (const char *s = log; (s = strstr(s, "workers: worker 0 (pid")) != NULL; s++)
+		retries++;
+	cr_assert_eq(retries, 5, "worker 0's exits logged: %d", retries);
+	cr_assert_not_null(strstr(log, "nonexistent"), "the cause is not in the log");
+	free(log);
+	proxy_discard(p);
+}
