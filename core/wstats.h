@@ -17,10 +17,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <bson/bson.h>
+
 #include "core/stats.h"
 
-#define WSTATS_GAUGES 32 /* room for proxy/stats_report.c's gauge table */
-#define WSTATS_HISTS  4	 /* and for its histograms */
+#define WSTATS_GAUGES 32	   /* room for proxy/stats_report.c's gauge table */
+#define WSTATS_HISTS  4		   /* and for its histograms */
+#define WSTATS_ROWS   (256 * 1024) /* a worker's pool rows, BSON (wstats_rows_put) */
 
 /* A histogram's values as a worker last published them (bounds are fixed
  * and the same in every worker: core/stats.c). */
@@ -40,6 +43,11 @@ struct wslot {
 	 * mongoplexStats or /metrics (proxy/stats_report.c: stats_publish). */
 	int64_t gauges[WSTATS_GAUGES];
 	struct whist hists[WSTATS_HISTS];
+	/* Its pools' rows as a BSON document, published with the gauges;
+	 * rows_seq is odd while the worker writes (a seqlock: readers retry). */
+	uint32_t rows_seq;
+	uint32_t rows_len;
+	uint8_t rows[WSTATS_ROWS];
 };
 
 /* Create n slots (the master, before forking); false if mmap fails. */
@@ -51,5 +59,11 @@ int wstats_count(void);
 struct wslot *wstats_slot(int i);
 /* The sum of every slot's counters into out. */
 void wstats_sum(struct mp_counters *out);
+/* In a worker: publish doc (its pool rows) into its slot; a document over
+ * WSTATS_ROWS is replaced by {truncated: true}. */
+void wstats_rows_put(const bson_t *doc);
+/* Slot i's last published rows into *out (initialized here); false: none
+ * yet, or the worker kept writing while this read (out is then empty). */
+bool wstats_rows_get(int i, bson_t *out);
 /* In a worker: mark its slot listening. */
 void wstats_ready(void);

@@ -23,6 +23,7 @@
 #include "proxy/membound.h"
 #include "core/stats.h"
 #include "core/wstats.h"
+#include "proxy/stats_workers.h"
 #include "proxy/proxy.h"
 #include "version.h"
 
@@ -101,10 +102,13 @@ _Static_assert(NGAUGES <= WSTATS_GAUGES, "core/wstats.h: WSTATS_GAUGES too small
 _Static_assert(NHISTS <= WSTATS_HISTS, "core/wstats.h: WSTATS_HISTS too small");
 
 /* workers > 1: this worker's gauges and histograms into its slot. */
+static void pools_part(bson_t *out);
+
 void stats_publish(void)
 {
 	struct gauges gs;
 	struct wslot *w;
+	bson_t rows;
 
 	if (wstats_count() == 0)
 		return;
@@ -118,6 +122,10 @@ void stats_publish(void)
 		w->hists[i].count = hists[i]->count;
 		w->hists[i].sum = hists[i]->sum;
 	}
+	bson_init(&rows);
+	pools_part(&rows);
+	wstats_rows_put(&rows);
+	bson_destroy(&rows);
 }
 
 /* The whole proxy's gauges: this process's, or with workers the sum of
@@ -303,6 +311,18 @@ static void gauges_to_bson(bson_t *parent, const struct wslot *w)
 
 /* workers > 1: which worker answered, and each worker's own counters,
  * gauges and histogram counts. */
+/* Worker i's pools and userPools rows, as it last published them. */
+static void worker_rows_to_bson(bson_t *doc, int i)
+{
+	bson_t rows;
+	bson_iter_t it;
+
+	if (wstats_rows_get(i, &rows) && bson_iter_init(&it, &rows))
+		while (bson_iter_next(&it))
+			bson_append_iter(doc, bson_iter_key(&it), -1, &it);
+	bson_destroy(&rows);
+}
+
 static void workers_to_bson(bson_t *out)
 {
 	bson_t arr, doc;
@@ -324,8 +344,23 @@ static void workers_to_bson(bson_t *out)
 		BSON_APPEND_INT64(&doc, "restarts", (int64_t)w->restarts);
 		counters_to_bson(&doc, "counters", &w->counters);
 		gauges_to_bson(&doc, w);
+		worker_rows_to_bson(&doc, i);
 		bson_append_document_end(&arr, &doc);
 	}
+	bson_append_array_end(out, &arr);
+}
+
+/* The "pools" and "userPools" arrays: this process's pools. */
+static void pools_part(bson_t *out)
+{
+	bson_t arr;
+
+	BSON_APPEND_ARRAY_BEGIN(out, "pools", &arr);
+	for (int i = 0; i < pool_count(); i++)
+		pool_to_bson(&arr, i, pool_at(i));
+	bson_append_array_end(out, &arr);
+	BSON_APPEND_ARRAY_BEGIN(out, "userPools", &arr);
+	pool_users_foreach(user_pool_to_bson, &(struct user_pools){&arr, 0});
 	bson_append_array_end(out, &arr);
 }
 
@@ -334,7 +369,7 @@ void stats_to_bson(bson_t *out)
 	struct gauges gs;
 	struct mp_counters sum;
 	struct hist h;
-	bson_t doc, arr;
+	bson_t doc;
 
 	gauges_total(&gs); /* before workers_to_bson: our slot is fresh */
 	BSON_APPEND_UTF8(out, "version", MP_VERSION);
@@ -345,13 +380,7 @@ void stats_to_bson(bson_t *out)
 	MP_GAUGES(X)
 #undef X
 	bson_append_document_end(out, &doc);
-	BSON_APPEND_ARRAY_BEGIN(out, "pools", &arr);
-	for (int i = 0; i < pool_count(); i++)
-		pool_to_bson(&arr, i, pool_at(i));
-	bson_append_array_end(out, &arr);
-	BSON_APPEND_ARRAY_BEGIN(out, "userPools", &arr);
-	pool_users_foreach(user_pool_to_bson, &(struct user_pools){&arr, 0});
-	bson_append_array_end(out, &arr);
+	pools_part(out);
 	BSON_APPEND_DOCUMENT_BEGIN(out, "histograms", &doc);
 	for (size_t i = 0; i < NHISTS; i++)
 		hist_to_bson(&doc, hist_total(i, &h));
@@ -377,20 +406,6 @@ static void hist_to_prom(struct evbuffer *out, const struct hist *h)
 			    h->name, (unsigned long long)h->count);
 }
 
-/* A label value: backslash, double quote and newline escaped (member
- * names come from the backends' hello host lists). */
-static void label_value(char *buf, size_t len, const char *v)
-{
-	size_t n = 0;
-
-	for (; *v != '\0' && n + 3 < len; v++) {
-		if (*v == '\\' || *v == '"' || *v == '\n')
-			buf[n++] = '\\';
-		buf[n++] = *v == '\n' ? 'n' : *v;
-	}
-	buf[n] = '\0';
-}
-
 /* Per-member families: name, help, the value of pool p. */
 #define MP_MEMBER_GAUGES(X)                                                                        \
 	X(member_pool_size, "Connections a member's pool may hold (pool_size)", pool_gate_size(p)) \
@@ -411,8 +426,8 @@ static void members_to_prom(struct evbuffer *out)
 
 		if (!stats_pool_shown(p))
 			continue;
-		label_value(m, sizeof(m), p->name);
-		label_value(t, sizeof(t), stats_member_type(p));
+		stats_label_value(m, sizeof(m), p->name);
+		stats_label_value(t, sizeof(t), stats_member_type(p));
 		evbuffer_add_printf(out, "mongoplex_member_info{member=\"%s\",type=\"%s\"} 1\n", m,
 				    t);
 	}
@@ -426,7 +441,7 @@ static void members_to_prom(struct evbuffer *out)
 
 		if (!stats_pool_shown(p) || !topology_active() || p->member.rtt_usec < 0)
 			continue;
-		label_value(m, sizeof(m), p->name);
+		stats_label_value(m, sizeof(m), p->name);
 		evbuffer_add_printf(out, "mongoplex_member_rtt_seconds{member=\"%s\"} %.6f\n", m,
 				    (double)p->member.rtt_usec / 1e6);
 	}
@@ -438,7 +453,7 @@ static void members_to_prom(struct evbuffer *out)
                                                                                                    \
 		if (!stats_pool_shown(p))                                                          \
 			continue;                                                                  \
-		label_value(m, sizeof(m), p->name);                                                \
+		stats_label_value(m, sizeof(m), p->name);                                          \
 		evbuffer_add_printf(out, "mongoplex_%s{member=\"%s\"} %lld\n", #fam, m,            \
 				    (long long)(value));                                           \
 	}
@@ -472,7 +487,7 @@ static void pool_gauge_line(struct evbuffer *out, enum pool_fam fam, const char 
 {
 	char m[700], u[600], who[400], v[64];
 
-	label_value(m, sizeof(m), pool_member_of((struct pool *)p)->name);
+	stats_label_value(m, sizeof(m), pool_member_of((struct pool *)p)->name);
 	switch (fam) {
 #define X(fname, help, fmt, value)                                                                 \
 	case FAM_##fname:                                                                          \
@@ -488,7 +503,7 @@ static void pool_gauge_line(struct evbuffer *out, enum pool_fam fam, const char 
 		return;
 	}
 	snprintf(who, sizeof(who), "%s.%s", pool_user_db(p->user), pool_user_name(p->user));
-	label_value(u, sizeof(u), who);
+	stats_label_value(u, sizeof(u), who);
 	evbuffer_add_printf(out, "mongoplex_%s{member=\"%s\",user=\"%s\"} %s\n", name, m, u, v);
 }
 
@@ -530,34 +545,6 @@ static void pools_to_prom(struct evbuffer *out)
 	}
 }
 
-/* workers > 1: mongoplex_worker_NAME_total{worker="i"} per counter. */
-static void workers_to_prom(struct evbuffer *out)
-{
-	if (wstats_count() == 0)
-		return;
-	evbuffer_add_printf(out, "# HELP mongoplex_worker_info Worker processes: 1 per worker, "
-				 "labelled with its pid\n# TYPE mongoplex_worker_info gauge\n");
-	for (int i = 0; i < wstats_count(); i++)
-		evbuffer_add_printf(out, "mongoplex_worker_info{worker=\"%d\",pid=\"%d\"} 1\n", i,
-				    wstats_slot(i)->pid);
-	evbuffer_add_printf(out,
-			    "# HELP mongoplex_worker_restarts_total Times the master "
-			    "restarted a worker\n# TYPE mongoplex_worker_restarts_total counter\n");
-	for (int i = 0; i < wstats_count(); i++)
-		evbuffer_add_printf(out, "mongoplex_worker_restarts_total{worker=\"%d\"} %llu\n", i,
-				    (unsigned long long)wstats_slot(i)->restarts);
-#define X(name, help)                                                                              \
-	evbuffer_add_printf(out,                                                                   \
-			    "# HELP mongoplex_worker_%s_total %s (per worker)\n"                   \
-			    "# TYPE mongoplex_worker_%s_total counter\n",                          \
-			    #name, help, #name);                                                   \
-	for (int i = 0; i < wstats_count(); i++)                                                   \
-		evbuffer_add_printf(out, "mongoplex_worker_%s_total{worker=\"%d\"} %llu\n", #name, \
-				    i, (unsigned long long)wstats_slot(i)->counters.name);
-	MP_COUNTERS(X)
-#undef X
-}
-
 void stats_to_prometheus(struct evbuffer *out)
 {
 	struct gauges gs;
@@ -573,7 +560,7 @@ void stats_to_prometheus(struct evbuffer *out)
 			    #name, help, #name, #name, (unsigned long long)c->name);
 	MP_COUNTERS(X)
 #undef X
-	workers_to_prom(out);
+	stats_workers_prom(out); /* workers: per worker, labelled */
 #define X(name, help)                                                                              \
 	evbuffer_add_printf(                                                                       \
 	    out, "# HELP mongoplex_%s %s\n# TYPE mongoplex_%s gauge\nmongoplex_%s %lld\n", #name,  \

@@ -719,3 +719,58 @@ Test(workers, worker_failing_to_start_stops_the_master, .timeout = 120)
 	free(log);
 	proxy_discard(p);
 }
+
+static bool both_pools_ran(const bson_t *st)
+{
+	return h_get_int(st, "workers.0.pools.0.requestsDispatched", -1) > 0 &&
+	       h_get_int(st, "workers.1.pools.0.requestsDispatched", -1) > 0;
+}
+
+/* Every worker's pools are reported, each labelled with its worker: in
+ * mongoplexStats (workers[i].pools) and in /metrics
+ * (mongoplex_worker_pool_*{worker="i",member=...}), whichever worker
+ * answers; each pool has its worker's share of pool_size (8 / 2). */
+Test(workers, pools_of_every_worker_are_reported, .timeout = 120)
+{
+	int mport = h_free_port();
+	char extra[128], db[64], line[300], member[200], path[64];
+	struct proxy *p;
+	mongoc_client_t *on[2];
+	bson_t st;
+	char *m;
+
+	snprintf(extra, sizeof(extra), "pool_size = 8\nmetrics_listen = 127.0.0.1:%d\n", mport);
+	p = start_workers(extra);
+	h_unique(db, sizeof(db), "it_wk_pools");
+	for (int i = 0; i < 2; i++) {
+		on[i] = client_on(p, i);
+		cr_assert(crud(on[i], db, i), "CRUD on worker %d", i);
+	}
+	/* worker 0 answers for both; worker 1's rows are as of its last tick */
+	stats_until(on[0], &st, both_pools_ran);
+	snprintf(member, sizeof(member), "%s", h_get_str(&st, "pools.0.host"));
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "workers.%d.pools.0.poolSize", i);
+		cr_assert_eq(h_get_int(&st, path, -1), 4, "%s: %s", path, js(&st));
+		snprintf(path, sizeof(path), "workers.%d.pools.0.host", i);
+		cr_assert_str_eq(h_get_str(&st, path), member, "%s", js(&st));
+		snprintf(path, sizeof(path), "workers.%d.pools.0.requestsDispatched", i);
+		cr_assert_gt(h_get_int(&st, path, -1), 0, "worker %d's pool ran nothing: %s", i,
+			     js(&st));
+	}
+	bson_destroy(&st);
+	m = h_get_metrics(mport); /* worker 0 serves /metrics */
+	for (int i = 0; i < 2; i++) {
+		snprintf(line, sizeof(line),
+			 "mongoplex_worker_pool_size{worker=\"%d\",member=\"%s\"} 4\n", i, member);
+		cr_assert_not_null(strstr(m, line), "no line %s in /metrics", line);
+		snprintf(line, sizeof(line),
+			 "mongoplex_worker_pool_limit{worker=\"%d\",member=\"%s\"} 4\n", i, member);
+		cr_assert_not_null(strstr(m, line), "no line %s in /metrics", line);
+	}
+	cr_assert_not_null(strstr(m, "# TYPE mongoplex_worker_pool_in_use gauge\n"));
+	free(m);
+	for (int i = 0; i < 2; i++)
+		mongoc_client_destroy(on[i]);
+	proxy_stop(p);
+}
