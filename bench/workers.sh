@@ -13,6 +13,12 @@
 #   (plain, batching on) at CELL_THREADS [50,100] x 1 id x CELL_QUERIES [200],
 #   and what batching kept across workers: ids merged per $in (the summed
 #   counters batch_lookups_merged / batches_sent of each proxy over the run).
+# Part C (where the proxy is the bottleneck, modelled): Part A again with
+#   every proxy process capped at CAP_PCT [5] % of one core (a cgroup of its
+#   own per process, the cpu controller's CFS quota: v1 /sys/fs/cgroup/cpu or
+#   v2 cpu.max), so that the proxy, not the clients or the backend sharing
+#   the 2 cores, is the limit: what a host with cores to spare for the proxy
+#   would show. CAP_PCT=0 skips it; no writable cpu controller: said, skipped.
 # Settings also: DOCS [20000] REPEAT [2] BUILD_DIR [build]
 #   OUT [bench/out/workers-<timestamp>]. Prints `uptime` first and last: a
 #   figure is a result only from a quiet machine; 2 cores are shared by the
@@ -24,6 +30,7 @@ BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 DOCS="${DOCS:-20000}" REPEAT="${REPEAT:-2}"
 W_THREADS="${W_THREADS:-8}" W_IDS="${W_IDS:-20}" W_QUERIES="${W_QUERIES:-1500}"
 CELL_THREADS="${CELL_THREADS:-50,100}" CELL_QUERIES="${CELL_QUERIES:-200}"
+CAP_PCT="${CAP_PCT:-5}"
 OUT="${OUT:-$ROOT/bench/out/workers-$(date +%Y%m%d-%H%M%S)}"
 BENCH="$BUILD_DIR/bench/mongoplex-bench"
 # shellcheck source=bench/common.sh
@@ -118,5 +125,58 @@ for name, a, b in (("w1", sys.argv[2], sys.argv[3]), ("w2", sys.argv[4], sys.arg
         name, mb - ma, sent, (mb - ma) / sent if sent else 0.0))
 PY
 } | tee -a "$OUT/b.txt"
+# cap_pid PID NAME: PID in a cgroup of its own capped at CAP_PCT % of a core.
+CGROUPS=()
+cap_pid() {
+  local d
+  if [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then
+    d="/sys/fs/cgroup/cpu/mongoplex-bench-$2-$$"
+    mkdir "$d" && echo 100000 >"$d/cpu.cfs_period_us" &&
+      echo $(( CAP_PCT * 1000 )) >"$d/cpu.cfs_quota_us" && echo "$1" >"$d/cgroup.procs" || return 1
+  elif [ -f /sys/fs/cgroup/cgroup.controllers ] && grep -qw cpu /sys/fs/cgroup/cgroup.controllers; then
+    d="/sys/fs/cgroup/mongoplex-bench-$2-$$"
+    mkdir "$d" && echo "$(( CAP_PCT * 1000 )) 100000" >"$d/cpu.max" &&
+      echo "$1" >"$d/cgroup.procs" || return 1
+  else
+    return 1
+  fi
+  CGROUPS+=("$d")
+}
+uncap_all() {
+  local d p root
+  for d in "${CGROUPS[@]}"; do
+    root="$(dirname "$d")"
+    while read -r p; do echo "$p" >"$root/cgroup.procs" 2>/dev/null || true; done <"$d/cgroup.procs"
+    rmdir "$d" 2>/dev/null || true
+  done
+  CGROUPS=()
+}
+
+if [ "$CAP_PCT" -gt 0 ]; then
+  echo "== C: part A with every proxy process capped at $CAP_PCT % of a core (a model of a proxy-bound host)" | tee "$OUT/c.txt"
+  trap 'uncap_all; bench_cleanup' EXIT
+  ok=1
+  cap_pid "$(cat "$C/tls1.pid")" w1 || ok=0
+  i=0
+  for w in $(pgrep -P "$(cat "$C/tls2.pid")"); do cap_pid "$w" "w2-$i" || ok=0; i=$((i + 1)); done
+  if [ "$ok" = 1 ] && [ "$i" = 2 ]; then
+    PA=tls1 PB=tls2
+    {
+      run c --path "w1=mongodb://localhost:$T1/?$CA" --path "w2=mongodb://localhost:$T2/?$CA" \
+        --threads "$W_THREADS" --ids "$W_IDS" --queries "$W_QUERIES"
+      python3 - "$OUT/c.json" "$CAP_PCT" <<'PY'
+import json, sys
+res = json.load(open(sys.argv[1]))["results"]
+q = {r["path"]: r["tput_wall_qps"] for r in res}
+e = sum(r["errors"] + r["mismatches"] for r in res)
+print("  capped at %s %% a process: w1 %.0f q/s  w2 %.0f q/s  ratio w2/w1 %.2f  errors %d"
+      % (sys.argv[2], q["w1"], q["w2"], q["w2"] / q["w1"], e))
+PY
+    } | tee -a "$OUT/c.txt"
+  else
+    echo "  skipped: no writable cpu cgroup controller here (or the workers were not found)" | tee -a "$OUT/c.txt"
+  fi
+  uncap_all
+fi
 echo "uptime at end: $(uptime)" | tee -a "$OUT/uptime.txt"
 echo "results in $OUT"
