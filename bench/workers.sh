@@ -18,7 +18,10 @@
 #   own per process, the cpu controller's CFS quota: v1 /sys/fs/cgroup/cpu or
 #   v2 cpu.max), so that the proxy, not the clients or the backend sharing
 #   the 2 cores, is the limit: what a host with cores to spare for the proxy
-#   would show. CAP_PCT=0 skips it; no writable cpu controller: said, skipped.
+#   would show. C_THREADS [32] client threads (not 8: SO_REUSEPORT spreads
+#   connections by a hash, unevenly over few, and the wall-clock figure waits
+#   for the last thread) x W_IDS x C_QUERIES [200] queries per thread.
+#   CAP_PCT=0 skips it; no writable cpu controller: said, skipped.
 # Settings also: DOCS [20000] REPEAT [2] BUILD_DIR [build]
 #   OUT [bench/out/workers-<timestamp>]. Prints `uptime` first and last: a
 #   figure is a result only from a quiet machine; 2 cores are shared by the
@@ -30,7 +33,7 @@ BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 DOCS="${DOCS:-20000}" REPEAT="${REPEAT:-2}"
 W_THREADS="${W_THREADS:-8}" W_IDS="${W_IDS:-20}" W_QUERIES="${W_QUERIES:-1500}"
 CELL_THREADS="${CELL_THREADS:-50,100}" CELL_QUERIES="${CELL_QUERIES:-200}"
-CAP_PCT="${CAP_PCT:-5}"
+CAP_PCT="${CAP_PCT:-5}" C_THREADS="${C_THREADS:-32}" C_QUERIES="${C_QUERIES:-200}"
 OUT="${OUT:-$ROOT/bench/out/workers-$(date +%Y%m%d-%H%M%S)}"
 BENCH="$BUILD_DIR/bench/mongoplex-bench"
 # shellcheck source=bench/common.sh
@@ -153,7 +156,7 @@ uncap_all() {
 }
 
 if [ "$CAP_PCT" -gt 0 ]; then
-  echo "== C: part A with every proxy process capped at $CAP_PCT % of a core (a model of a proxy-bound host)" | tee "$OUT/c.txt"
+  echo "== C: TLS + zstd, $C_THREADS threads x $W_IDS ids, every proxy process capped at $CAP_PCT % of a core (a model of a proxy-bound host)" | tee "$OUT/c.txt"
   trap 'uncap_all; bench_cleanup' EXIT
   ok=1
   cap_pid "$(cat "$C/tls1.pid")" w1 || ok=0
@@ -163,7 +166,7 @@ if [ "$CAP_PCT" -gt 0 ]; then
     PA=tls1 PB=tls2
     {
       run c --path "w1=mongodb://localhost:$T1/?$CA" --path "w2=mongodb://localhost:$T2/?$CA" \
-        --threads "$W_THREADS" --ids "$W_IDS" --queries "$W_QUERIES"
+        --threads "$C_THREADS" --ids "$W_IDS" --queries "$C_QUERIES"
       python3 - "$OUT/c.json" "$CAP_PCT" <<'PY'
 import json, sys
 res = json.load(open(sys.argv[1]))["results"]
