@@ -29,38 +29,9 @@
 #include "core/stats.h"
 #include "pool/route.h"
 
-static struct pool *pools; /* pool_cap slots: pointers stay valid */
-static int npools, pool_cap;
-static int target;
-
-const char *pool_name(const struct pool *p)
-{
-	return p->name;
-}
-
-int pool_count(void)
-{
-	return npools;
-}
-
-struct pool *pool_at(int i)
-{
-	return &pools[i];
-}
-
-struct pool *pool_target(void)
-{
-	return &pools[target];
-}
-
 int pool_total_waiting(void)
 {
 	return request_count(REQ_QUEUED);
-}
-
-int pool_live(const struct pool *p)
-{
-	return p->n_connecting + p->n_idle + p->n_active;
 }
 
 static bool resolve(struct pool *p, const mongoc_host_list_t *h, char *err, size_t errlen)
@@ -92,7 +63,7 @@ static bool resolve(struct pool *p, const mongoc_host_list_t *h, char *err, size
 
 struct pool *pool_new(const char *name, const char *host, uint16_t port)
 {
-	struct pool *p = &pools[npools++];
+	struct pool *p = pool_table_add();
 
 	pool_init(p, name, host, port);
 	return p;
@@ -144,7 +115,7 @@ bool pool_init_all(const char *uri_str, char *err, size_t errlen)
 	mongoc_uri_t *uri = mongoc_uri_new_with_error(uri_str, &berr);
 	const mongoc_host_list_t *h;
 	bool ok = false;
-	int n = 0;
+	int n = 0, cap;
 
 	server_set_watchers(server_watchers);
 	if (uri == NULL) {
@@ -156,10 +127,10 @@ bool pool_init_all(const char *uri_str, char *err, size_t errlen)
 	bcomp_init(uri);
 	for (h = mongoc_uri_get_hosts(uri); h != NULL; h = h->next)
 		n++;
-	pool_cap = topology_wanted(uri_str) ? n + TOPO_MAX_MEMBERS : n;
+	cap = topology_wanted(uri_str) ? n + TOPO_MAX_MEMBERS : n;
 	if (mongoc_uri_get_srv_hostname(uri) != NULL)
-		pool_cap++; /* the placeholder below */
-	pools = xcalloc((size_t)pool_cap, sizeof(*pools));
+		cap++; /* the placeholder below */
+	pool_table_alloc(cap);
 	if (mongoc_uri_get_srv_hostname(uri) != NULL) {
 		char name[300];
 
@@ -175,10 +146,10 @@ bool pool_init_all(const char *uri_str, char *err, size_t errlen)
 		if (!resolve(p, h, err, errlen))
 			goto out;
 	}
-	ok = npools > 0;
+	ok = pool_count() > 0;
 	if (!ok)
 		snprintf(err, errlen, "backend_uri: no hosts");
-	else if (pool_cap > n)
+	else if (cap > n)
 		ok = topology_start(uri_str, select_on_topology, err, errlen);
 out:
 	mongoc_uri_destroy(uri);
@@ -202,8 +173,8 @@ void pool_shutdown_all(void)
 {
 	topology_stop();
 	pool_users_foreach(close_all, NULL);
-	for (int i = 0; i < npools; i++)
-		close_all(&pools[i], NULL);
+	for (int i = 0; i < pool_count(); i++)
+		close_all(pool_at(i), NULL);
 }
 
 /* The backend of `p` cannot be reached: `req` fails with HostUnreachable. */
@@ -363,7 +334,7 @@ void pool_connect_failed(struct pool *p, int code, const char *codename, const c
 		return;
 	}
 	if (pool_live(p) == 0) {
-		if (p == pool_target() && npools > 1) {
+		if (p == pool_target() && pool_count() > 1) {
 			advance_target();
 			requeue_waiters(p);
 		} else {
@@ -375,9 +346,9 @@ void pool_connect_failed(struct pool *p, int code, const char *codename, const c
 /* Try the next seed host when the current one is not writable. */
 static void advance_target(void)
 {
-	if (npools > 1) {
-		target = (target + 1) % npools;
-		log_warning("switching backend target to %s", pools[target].name);
+	if (pool_count() > 1) {
+		pool_set_target(pool_at((int)(pool_target() - pool_at(0) + 1) % pool_count()));
+		log_warning("switching backend target to %s", pool_target()->name);
 		topover_bump("backend primary lost: target switched");
 	}
 }
@@ -404,7 +375,7 @@ void pool_server_ready(struct server *s, const struct backend_info *bi)
 	}
 	if (bi->kind == BACKEND_RS_OTHER && !topology_active()) {
 		p->usable = false;
-		if (p == pool_target() && npools > 1) {
+		if (p == pool_target() && pool_count() > 1) {
 			advance_target();
 			requeue_waiters(p);
 		}
@@ -428,16 +399,6 @@ void pool_server_gone(struct pool *p)
 	pool_fill_idle(p); /* its exchange no longer counts against the limit */
 	pool_connect_for_waiters(p);
 	pool_cap_kick();
-}
-
-bool pool_full(void)
-{
-	return npools == pool_cap;
-}
-
-void pool_set_target(const struct pool *p)
-{
-	target = (int)(p - pools);
 }
 
 bool pool_healthy(char *why, size_t whylen)

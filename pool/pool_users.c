@@ -23,16 +23,6 @@
 /* One user. Rules: refs counts clients (and batches) holding it; children
  * are its child pools (one per member pool, parent set), freed only by
  * pool_users_sweep; keys are wiped before free. */
-struct pool_user {
-	TAILQ_ENTRY(pool_user) link;
-	char db[256];
-	char user[256];
-	struct pool_user_keys keys;
-	int refs;
-	struct pool **children;
-	int nchildren;
-};
-
 static TAILQ_HEAD(, pool_user) users = TAILQ_HEAD_INITIALIZER(users);
 
 bool pool_users_enabled(void)
@@ -83,21 +73,6 @@ void pool_user_put(struct pool_user *u)
 {
 	if (u != NULL && u->refs > 0)
 		u->refs--;
-}
-
-const char *pool_user_name(const struct pool_user *u)
-{
-	return u->user;
-}
-
-const char *pool_user_db(const struct pool_user *u)
-{
-	return u->db;
-}
-
-const struct pool_user_keys *pool_user_keys(const struct pool_user *u)
-{
-	return &u->keys;
 }
 
 struct pool *pool_member_of(struct pool *p)

@@ -67,6 +67,7 @@ struct server {
 
 TAILQ_HEAD(server_list, server);
 
+/* (pool_name: pool/pool.h) */
 #define server_log(lvl, s, fmt, ...)                                                               \
 	log_msg(lvl, "S-%" PRIu64 " %s: " fmt, (s)->id, pool_name((s)->pool), ##__VA_ARGS__)
 #define server_warning(s, fmt, ...)                                                                \
@@ -84,8 +85,6 @@ TAILQ_HEAD(server_list, server);
 		if (log_enabled(LOG_LVL_DEBUG))                                                    \
 			server_log(LOG_LVL_DEBUG, s, fmt, ##__VA_ARGS__);                          \
 	} while (0)
-
-const char *pool_name(const struct pool *p);
 
 /* Start a new connection for `pool` (state SV_CONNECTING). */
 bool server_connect(struct pool *pool) __attribute__((warn_unused_result));
