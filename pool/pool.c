@@ -1,8 +1,10 @@
 /*
- * pool.c — the table of backend connection pools, the choice of the target
- * server, and what a connect's outcome does to a pool's waiters (answered
- * hellos, fail fast, requeue on another seed host or member). The fair
- * queue and dispatch are in pool_dispatch.c.
+ * pool.c — the table of backend connection pools (its slots: the leaf
+ * pool_table.c), the choice of the target server, and what a connect's
+ * outcome does to a pool's waiters (answered hellos, fail fast, requeue on
+ * another seed host or member); the server watcher table and pool_ops.h's
+ * table, through which the lower files call up. The fair queue and dispatch
+ * are in pool_dispatch.c.
  */
 #include "pool/pool.h"
 
@@ -14,12 +16,12 @@
 #include <mongoc/mongoc.h>
 
 #include "core/errors.h"
-#include "core/xalloc.h"
 #include "pool/auth.h"
 #include "pool/backend_compress.h"
 #include "pool/backend_tls.h"
 #include "pool/pin.h"
 #include "pool/pool_int.h"
+#include "pool/pool_ops.h"
 #include "pool/pool_pause.h"
 #include "pool/pool_users.h"
 #include "pool/select.h"
@@ -98,16 +100,43 @@ static void watch_closed(struct server *s, const struct server_closing *why)
 		pool_server_gone(s->pool);
 }
 
+static void watch_replied(struct server *s, const bson_t *body)
+{
+	select_on_reply(s->pool, body);
+}
+
 static const struct server_watcher pool_watcher = {
     .name = "pool",
     .released = watch_released,
     .closed = watch_closed,
+    .ready = pool_server_ready,
+    .started = pool_limit_begin,
+    .ended = pool_limit_end,
+    .replied = watch_replied,
 };
 
 /* Who hears of a connection's release and close, in order: its pin, its
  * client's sticky order, then the pool (server.h). */
 static const struct server_watcher *const server_watchers[] = {&pin_watcher, &sticky_watcher,
 							       &pool_watcher, NULL};
+
+static const struct pool_ops ops = {
+    .submit = pool_submit,
+    .dispatch = pool_dispatch,
+    .unqueue = pool_unqueue,
+    .server_idle = pool_server_idle,
+    .refuse_timeout = pool_refuse_timeout,
+    .queue_limit_usec = pool_queue_limit_usec,
+    .connect_for_waiters = pool_connect_for_waiters,
+    .gate = pool_gate,
+    .init = pool_init,
+    .sync_members = pool_sync_members,
+};
+
+void pool_ops_install(void)
+{
+	pool_ops = &ops;
+}
 
 bool pool_init_all(const char *uri_str, char *err, size_t errlen)
 {
@@ -118,6 +147,7 @@ bool pool_init_all(const char *uri_str, char *err, size_t errlen)
 	int n = 0, cap;
 
 	server_set_watchers(server_watchers);
+	pool_ops_install();
 	if (uri == NULL) {
 		snprintf(err, errlen, "backend_uri: %s", berr.message);
 		return false;

@@ -19,6 +19,7 @@
 #include "pool/pool_int.h"
 #include "pool/pool_pause.h"
 #include "pool/server.h"
+#include "pool/pool_ops.h"
 
 /* One user. Rules: refs counts clients (and batches) holding it; children
  * are its child pools (one per member pool, parent set), freed only by
@@ -86,7 +87,7 @@ static struct pool *child_new(struct pool *member, struct pool_user *u)
 	char name[sizeof(p->name)];
 
 	snprintf(name, sizeof(name), "%s as %s.%s", member->name, u->db, u->user);
-	pool_init(p, name, member->host, member->port);
+	pool_ops->init(p, name, member->host, member->port);
 	memcpy(&p->addr, &member->addr, member->addrlen);
 	p->addrlen = member->addrlen;
 	p->parent = member;
@@ -260,7 +261,7 @@ static void kick_cb(struct pool *q, void *arg)
 {
 	(void)arg;
 	if (starved(q))
-		pool_connect_for_waiters(q);
+		pool_ops->connect_for_waiters(q);
 }
 
 void pool_cap_kick(void)
