@@ -11,6 +11,7 @@
 #include "core/globals.h"
 #include "core/request.h"
 #include "core/stats.h"
+#include "pool/pool.h"
 #include "pool/server.h"
 
 static struct compress_list offered; /* from backend_uri, in its order */

@@ -19,6 +19,7 @@
 #include "core/xalloc.h"
 #include "pool/batch_int.h"
 #include "pool/batch_sizes.h"
+#include "pool/pool.h"
 #include "pool/server.h"
 #include "core/globals.h"
 #include "core/stats.h"

@@ -16,12 +16,6 @@
 #include "pool/sticky.h"
 #include "pool/topology.h"
 
-int64_t pool_gate_size(const struct pool *p)
-{
-	(void)p;
-	return g.cfg.pool_size;
-}
-
 /* Terms on the request. */
 static bool owner_reads(const struct request *req)
 {
@@ -40,21 +34,6 @@ static bool may_dispatch(const struct request *req, struct pool *p)
 static bool below_size(const struct pool *p)
 {
 	return pool_live(p) < pool_gate_size(p);
-}
-
-/* adaptive_concurrency: requests in flight, and connections, below the limit */
-int pool_gate_limit(const struct pool *p)
-{
-	int lim = limit_value(&p->limit);
-
-	if (!g.cfg.adaptive_concurrency || lim > pool_gate_size(p))
-		return (int)pool_gate_size(p);
-	return lim;
-}
-
-bool pool_gate_room(const struct pool *p)
-{
-	return p->inflight < pool_gate_limit(p);
 }
 
 /* Paused: no new connection, except one for the clients' handshakes on a

@@ -41,6 +41,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/globals.h"
+#include "pool/limit.h"
+#include "pool/pool.h"
+
 struct pool;
 struct request;
 struct server;
@@ -59,11 +63,29 @@ enum gate_step {
 bool pool_gate(enum gate_step step, struct pool *p, const struct request *req, struct server *s)
     __attribute__((warn_unused_result));
 
+/* Inline: field and setting reads, no call between files
+ * (check-cycles.py). */
+
 /* The connections p may hold now (pool_size), for messages and stats. */
-int64_t pool_gate_size(const struct pool *p);
+static inline int64_t pool_gate_size(const struct pool *p)
+{
+	(void)p;
+	return g.cfg.pool_size;
+}
 
 /* Requests that may be in flight on p now: its adaptive limit
  * (adaptive_concurrency, pool/limit.h), else pool_size. */
-int pool_gate_limit(const struct pool *p);
+static inline int pool_gate_limit(const struct pool *p)
+{
+	int lim = limit_value(&p->limit);
+
+	if (!g.cfg.adaptive_concurrency || lim > pool_gate_size(p))
+		return (int)pool_gate_size(p);
+	return lim;
+}
+
 /* The pool's own term of GATE_DISPATCH: in flight below pool_gate_limit. */
-bool pool_gate_room(const struct pool *p);
+static inline bool pool_gate_room(const struct pool *p)
+{
+	return p->inflight < pool_gate_limit(p);
+}

@@ -44,6 +44,7 @@
 #include "pool/pin_int.h"
 #include "pool/route.h"
 #include "pool/sticky.h"
+#include "pool/pool_ops.h"
 
 struct pin_list pin_all = TAILQ_HEAD_INITIALIZER(pin_all);
 static int npins;
@@ -195,10 +196,10 @@ bool pin_server_free(const struct server *s)
 /* A pin's waiter expires like any other: queue_timeout_ms. */
 static const struct waitq_ops pin_waitq_ops = {
     .kind = WAITQ_PIN,
-    .limit_usec = pool_queue_limit_usec,
+    .limit_usec = pool_ops_queue_limit_usec,
     .owner_clock = true,    /* its own client is the cause */
     .keep_ownerless = true, /* cleanup: runs after the exchange it follows */
-    .expired = pool_refuse_timeout,
+    .expired = pool_ops_refuse_timeout,
 };
 
 void pin_enqueue(struct lb_pin *pin, struct request *req)
@@ -215,8 +216,8 @@ static bool run_next(struct lb_pin *pin)
 	struct request *req;
 
 	TAILQ_FOREACH(req, &pin->waiting.q.list, queue_link)
-		if (pool_gate(GATE_RUN_HERE, pin->server->pool, req, pin->server)) {
-			pool_dispatch(pin->server, req);
+		if (pool_ops->gate(GATE_RUN_HERE, pin->server->pool, req, pin->server)) {
+			pool_ops->dispatch(pin->server, req);
 			return true;
 		}
 	return false;
@@ -518,7 +519,7 @@ void pin_resubmit(struct request *req, void *arg)
 {
 	(void)arg;
 	req->route->pin = NULL; /* a shared cursor-opening one may pin on its reply */
-	pool_submit(req);
+	pool_ops->submit(req);
 }
 
 static void after_exchange(struct server *s);
@@ -530,7 +531,7 @@ void pin_after_exchange(struct server *s)
 	s->pin->rerun = NULL;
 	after_exchange(s);
 	if (rerun != NULL)
-		pool_submit(rerun); /* its cursor found no room: wants a pin now */
+		pool_ops->submit(rerun); /* its cursor found no room: wants a pin now */
 }
 
 static void after_exchange(struct server *s)

@@ -16,10 +16,11 @@
 #include "pool/pin_int.h"
 #include "pool/pool.h"
 #include "pool/route.h"
+#include "pool/pool_ops.h"
 
 bool pin_pool_room(struct pool *p)
 {
-	return pool_gate(GATE_PIN, p, NULL, NULL);
+	return pool_ops->gate(GATE_PIN, p, NULL, NULL);
 }
 
 void pin_owner_identity(const struct request_owner *o, char *out, size_t len)

@@ -1,8 +1,10 @@
 /*
- * pool.c — the table of backend connection pools, the choice of the target
- * server, and what a connect's outcome does to a pool's waiters (answered
- * hellos, fail fast, requeue on another seed host or member). The fair
- * queue and dispatch are in pool_dispatch.c.
+ * pool.c — the table of backend connection pools (its slots: the leaf
+ * pool_table.c), the choice of the target server, and what a connect's
+ * outcome does to a pool's waiters (answered hellos, fail fast, requeue on
+ * another seed host or member); the server watcher table and pool_ops.h's
+ * table, through which the lower files call up. The fair queue and dispatch
+ * are in pool_dispatch.c.
  */
 #include "pool/pool.h"
 
@@ -14,12 +16,12 @@
 #include <mongoc/mongoc.h>
 
 #include "core/errors.h"
-#include "core/xalloc.h"
 #include "pool/auth.h"
 #include "pool/backend_compress.h"
 #include "pool/backend_tls.h"
 #include "pool/pin.h"
 #include "pool/pool_int.h"
+#include "pool/pool_ops.h"
 #include "pool/pool_pause.h"
 #include "pool/pool_users.h"
 #include "pool/select.h"
@@ -29,38 +31,9 @@
 #include "core/stats.h"
 #include "pool/route.h"
 
-static struct pool *pools; /* pool_cap slots: pointers stay valid */
-static int npools, pool_cap;
-static int target;
-
-const char *pool_name(const struct pool *p)
-{
-	return p->name;
-}
-
-int pool_count(void)
-{
-	return npools;
-}
-
-struct pool *pool_at(int i)
-{
-	return &pools[i];
-}
-
-struct pool *pool_target(void)
-{
-	return &pools[target];
-}
-
 int pool_total_waiting(void)
 {
 	return request_count(REQ_QUEUED);
-}
-
-int pool_live(const struct pool *p)
-{
-	return p->n_connecting + p->n_idle + p->n_active;
 }
 
 static bool resolve(struct pool *p, const mongoc_host_list_t *h, char *err, size_t errlen)
@@ -92,7 +65,7 @@ static bool resolve(struct pool *p, const mongoc_host_list_t *h, char *err, size
 
 struct pool *pool_new(const char *name, const char *host, uint16_t port)
 {
-	struct pool *p = &pools[npools++];
+	struct pool *p = pool_table_add();
 
 	pool_init(p, name, host, port);
 	return p;
@@ -127,10 +100,19 @@ static void watch_closed(struct server *s, const struct server_closing *why)
 		pool_server_gone(s->pool);
 }
 
+static void watch_replied(struct server *s, const bson_t *body)
+{
+	select_on_reply(s->pool, body);
+}
+
 static const struct server_watcher pool_watcher = {
     .name = "pool",
     .released = watch_released,
     .closed = watch_closed,
+    .ready = pool_server_ready,
+    .started = pool_limit_begin,
+    .ended = pool_limit_end,
+    .replied = watch_replied,
 };
 
 /* Who hears of a connection's release and close, in order: its pin, its
@@ -138,15 +120,34 @@ static const struct server_watcher pool_watcher = {
 static const struct server_watcher *const server_watchers[] = {&pin_watcher, &sticky_watcher,
 							       &pool_watcher, NULL};
 
+static const struct pool_ops ops = {
+    .submit = pool_submit,
+    .dispatch = pool_dispatch,
+    .unqueue = pool_unqueue,
+    .server_idle = pool_server_idle,
+    .refuse_timeout = pool_refuse_timeout,
+    .queue_limit_usec = pool_queue_limit_usec,
+    .connect_for_waiters = pool_connect_for_waiters,
+    .gate = pool_gate,
+    .init = pool_init,
+    .sync_members = pool_sync_members,
+};
+
+void pool_ops_install(void)
+{
+	pool_ops = &ops;
+}
+
 bool pool_init_all(const char *uri_str, char *err, size_t errlen)
 {
 	bson_error_t berr;
 	mongoc_uri_t *uri = mongoc_uri_new_with_error(uri_str, &berr);
 	const mongoc_host_list_t *h;
 	bool ok = false;
-	int n = 0;
+	int n = 0, cap;
 
 	server_set_watchers(server_watchers);
+	pool_ops_install();
 	if (uri == NULL) {
 		snprintf(err, errlen, "backend_uri: %s", berr.message);
 		return false;
@@ -156,10 +157,10 @@ bool pool_init_all(const char *uri_str, char *err, size_t errlen)
 	bcomp_init(uri);
 	for (h = mongoc_uri_get_hosts(uri); h != NULL; h = h->next)
 		n++;
-	pool_cap = topology_wanted(uri_str) ? n + TOPO_MAX_MEMBERS : n;
+	cap = topology_wanted(uri_str) ? n + TOPO_MAX_MEMBERS : n;
 	if (mongoc_uri_get_srv_hostname(uri) != NULL)
-		pool_cap++; /* the placeholder below */
-	pools = xcalloc((size_t)pool_cap, sizeof(*pools));
+		cap++; /* the placeholder below */
+	pool_table_alloc(cap);
 	if (mongoc_uri_get_srv_hostname(uri) != NULL) {
 		char name[300];
 
@@ -175,10 +176,10 @@ bool pool_init_all(const char *uri_str, char *err, size_t errlen)
 		if (!resolve(p, h, err, errlen))
 			goto out;
 	}
-	ok = npools > 0;
+	ok = pool_count() > 0;
 	if (!ok)
 		snprintf(err, errlen, "backend_uri: no hosts");
-	else if (pool_cap > n)
+	else if (cap > n)
 		ok = topology_start(uri_str, select_on_topology, err, errlen);
 out:
 	mongoc_uri_destroy(uri);
@@ -202,8 +203,8 @@ void pool_shutdown_all(void)
 {
 	topology_stop();
 	pool_users_foreach(close_all, NULL);
-	for (int i = 0; i < npools; i++)
-		close_all(&pools[i], NULL);
+	for (int i = 0; i < pool_count(); i++)
+		close_all(pool_at(i), NULL);
 }
 
 /* The backend of `p` cannot be reached: `req` fails with HostUnreachable. */
@@ -363,7 +364,7 @@ void pool_connect_failed(struct pool *p, int code, const char *codename, const c
 		return;
 	}
 	if (pool_live(p) == 0) {
-		if (p == pool_target() && npools > 1) {
+		if (p == pool_target() && pool_count() > 1) {
 			advance_target();
 			requeue_waiters(p);
 		} else {
@@ -375,9 +376,9 @@ void pool_connect_failed(struct pool *p, int code, const char *codename, const c
 /* Try the next seed host when the current one is not writable. */
 static void advance_target(void)
 {
-	if (npools > 1) {
-		target = (target + 1) % npools;
-		log_warning("switching backend target to %s", pools[target].name);
+	if (pool_count() > 1) {
+		pool_set_target(pool_at((int)(pool_target() - pool_at(0) + 1) % pool_count()));
+		log_warning("switching backend target to %s", pool_target()->name);
 		topover_bump("backend primary lost: target switched");
 	}
 }
@@ -404,7 +405,7 @@ void pool_server_ready(struct server *s, const struct backend_info *bi)
 	}
 	if (bi->kind == BACKEND_RS_OTHER && !topology_active()) {
 		p->usable = false;
-		if (p == pool_target() && npools > 1) {
+		if (p == pool_target() && pool_count() > 1) {
 			advance_target();
 			requeue_waiters(p);
 		}
@@ -428,16 +429,6 @@ void pool_server_gone(struct pool *p)
 	pool_fill_idle(p); /* its exchange no longer counts against the limit */
 	pool_connect_for_waiters(p);
 	pool_cap_kick();
-}
-
-bool pool_full(void)
-{
-	return npools == pool_cap;
-}
-
-void pool_set_target(const struct pool *p)
-{
-	target = (int)(p - pools);
 }
 
 bool pool_healthy(char *why, size_t whylen)

@@ -133,4 +133,15 @@ void pool_limit_begin(struct server *s, const struct request *req);
 void pool_limit_end(struct server *s, bool dropped);
 
 int pool_total_waiting(void);
-int pool_live(const struct pool *p);
+
+/* Field reads, inline: they make no call between files (check-cycles.py). */
+static inline const char *pool_name(const struct pool *p)
+{
+	return p->name;
+}
+
+/* Its connections: connecting, idle and active. */
+static inline int pool_live(const struct pool *p)
+{
+	return p->n_connecting + p->n_idle + p->n_active;
+}

@@ -27,6 +27,10 @@ void pool_init(struct pool *p, const char *name, const char *host, uint16_t port
 /* A new pool in the next free slot (the caller checked !pool_full()). */
 struct pool *pool_new(const char *name, const char *host, uint16_t port);
 
+/* The table (pool_table.c): `cap` slots, made once; the next free slot. */
+void pool_table_alloc(int cap);
+struct pool *pool_table_add(void);
+
 /* Every slot of the table is in use. */
 bool pool_full(void);
 

@@ -22,6 +22,7 @@
 #include "pool/pool_int.h"
 #include "pool/pool_users.h"
 #include "pool/select.h"
+#include "pool/pool_ops.h"
 
 /* The whole proxy's pause (a member's is its pool's `paused`). */
 static struct {
@@ -63,7 +64,7 @@ uint64_t pool_pause_limit_usec(const struct pool *p)
 {
 	if (pool_paused(p))
 		return (uint64_t)g.cfg.pause_timeout_ms * 1000;
-	return pool_queue_limit_usec();
+	return pool_ops->queue_limit_usec();
 }
 
 /* fn on member (NULL: every member pool) and on its child pools. */
@@ -171,7 +172,7 @@ static void resume_one(struct pool *p, void *arg)
 		return; /* still paused as a whole */
 	restart_clocks(p);
 	p->next_connect_usec = 0; /* a connect that failed during the pause */
-	pool_connect_for_waiters(p);
+	pool_ops->connect_for_waiters(p);
 }
 
 /* When the pause that pool_resume(member) ends began; 0: none is on. */

@@ -19,20 +19,11 @@
 #include "pool/pool_int.h"
 #include "pool/pool_pause.h"
 #include "pool/server.h"
+#include "pool/pool_ops.h"
 
 /* One user. Rules: refs counts clients (and batches) holding it; children
  * are its child pools (one per member pool, parent set), freed only by
  * pool_users_sweep; keys are wiped before free. */
-struct pool_user {
-	TAILQ_ENTRY(pool_user) link;
-	char db[256];
-	char user[256];
-	struct pool_user_keys keys;
-	int refs;
-	struct pool **children;
-	int nchildren;
-};
-
 static TAILQ_HEAD(, pool_user) users = TAILQ_HEAD_INITIALIZER(users);
 
 bool pool_users_enabled(void)
@@ -85,21 +76,6 @@ void pool_user_put(struct pool_user *u)
 		u->refs--;
 }
 
-const char *pool_user_name(const struct pool_user *u)
-{
-	return u->user;
-}
-
-const char *pool_user_db(const struct pool_user *u)
-{
-	return u->db;
-}
-
-const struct pool_user_keys *pool_user_keys(const struct pool_user *u)
-{
-	return &u->keys;
-}
-
 struct pool *pool_member_of(struct pool *p)
 {
 	return p != NULL && p->parent != NULL ? p->parent : p;
@@ -111,7 +87,7 @@ static struct pool *child_new(struct pool *member, struct pool_user *u)
 	char name[sizeof(p->name)];
 
 	snprintf(name, sizeof(name), "%s as %s.%s", member->name, u->db, u->user);
-	pool_init(p, name, member->host, member->port);
+	pool_ops->init(p, name, member->host, member->port);
 	memcpy(&p->addr, &member->addr, member->addrlen);
 	p->addrlen = member->addrlen;
 	p->parent = member;
@@ -285,7 +261,7 @@ static void kick_cb(struct pool *q, void *arg)
 {
 	(void)arg;
 	if (starved(q))
-		pool_connect_for_waiters(q);
+		pool_ops->connect_for_waiters(q);
 }
 
 void pool_cap_kick(void)

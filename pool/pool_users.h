@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/list.h"
 #include "core/scram_prim.h"
 
 struct pool;
@@ -41,7 +42,16 @@ struct pool_user_keys {
 	uint32_t iterations;
 };
 
-struct pool_user;
+/* A user (pool_users.c owns it; other files use the accessors below). */
+struct pool_user {
+	TAILQ_ENTRY(pool_user) link;
+	char db[256];
+	char user[256];
+	struct pool_user_keys keys;
+	int refs;
+	struct pool **children;
+	int nchildren;
+};
 
 /* Is auth_pool_mode = per_user in force (and client auth on)? */
 bool pool_users_enabled(void);
@@ -52,9 +62,21 @@ struct pool_user *pool_user_get(const char *db, const char *user, const struct p
 void pool_user_ref(struct pool_user *u);
 void pool_user_put(struct pool_user *u);
 
-const char *pool_user_name(const struct pool_user *u);
-const char *pool_user_db(const struct pool_user *u);
-const struct pool_user_keys *pool_user_keys(const struct pool_user *u);
+/* Field reads, inline: no call between files (check-cycles.py). */
+static inline const char *pool_user_name(const struct pool_user *u)
+{
+	return u->user;
+}
+
+static inline const char *pool_user_db(const struct pool_user *u)
+{
+	return u->db;
+}
+
+static inline const struct pool_user_keys *pool_user_keys(const struct pool_user *u)
+{
+	return &u->keys;
+}
 
 /* The user's child pool under `member` (created on first use). */
 struct pool *pool_users_pool(struct pool *member, struct pool_user *u);

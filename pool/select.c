@@ -17,6 +17,7 @@
 #include "pool/readpref.h"
 #include "pool/route.h"
 #include "pool/topology.h"
+#include "pool/pool_ops.h"
 
 /* The transaction pin table: (lsid, txnNumber) -> member. Bounded; the
  * oldest entry is reused (a session runs one transaction at a time). */
@@ -310,7 +311,7 @@ static void retry_one(struct request *req, void *arg)
 	if (select_pool(req) == NULL)
 		wait_queue(req, req->enqueued_usec);
 	else
-		pool_submit(req);
+		pool_ops->submit(req);
 }
 
 void select_retry_waiting(void)
@@ -323,7 +324,7 @@ void select_retry_waiting(void)
 
 void select_on_topology(void)
 {
-	pool_sync_members(topology_snapshot());
+	pool_ops->sync_members(topology_snapshot());
 	select_retry_waiting();
 }
 

@@ -4,7 +4,7 @@
  * requestID/responseTo rewritten.
  *
  *   server_connect ─▶ [CONNECTING] ─ TCP up ─▶ send hello ─ reply ─▶ [SCRAM login,
- *                     pool/auth.c] ─▶ pool_server_ready
+ *                     pool/auth.c] ─▶ its watchers' `ready` (the pool)
  *   pool gives a request ─▶ server_start ─▶ [ACTIVE] ─ reply ─▶ client ─▶ server_release
  *        ─▶ its watchers in order (server.h; pool.c's table: pin, sticky, pool)
  *           until one takes it
@@ -29,8 +29,6 @@
 #include "pool/backend_compress.h"
 #include "pool/backend_tls.h"
 #include "pool/pool.h"
-#include "pool/select.h"
-#include "pool/sticky.h"
 #include "core/handshake.h"
 #include "core/globals.h"
 #include "core/request.h"
@@ -45,6 +43,13 @@ static const struct server_watcher *const *watchers; /* server_set_watchers */
 
 /* Each watcher `w` in table order. */
 #define EACH_WATCHER(w) for (const struct server_watcher *const *w = watchers; w && *w; w++)
+/* Every watcher that has `event`, in order, with the arguments that follow. */
+#define TELL_WATCHERS(event, ...)                                                                  \
+	do {                                                                                       \
+		EACH_WATCHER(w_)                                                                   \
+			if ((*w_)->event != NULL)                                                  \
+				(*w_)->event(__VA_ARGS__);                                         \
+	} while (0)
 
 void server_set_justfree_hook(void (*hook)(void))
 {
@@ -157,7 +162,7 @@ void server_start(struct server *s, struct request *req)
 	req->route->started_usec = g.now_usec;
 	req->backend_request_id = id;
 	req->sent = true;
-	pool_limit_begin(s, req);
+	TELL_WATCHERS(started, s, req);
 	request_set_state(req, REQ_RUNNING, NULL);
 	wire_write_i32(h + 4, id);
 	wire_write_i32(h + 8, 0);
@@ -189,7 +194,7 @@ void server_released(struct server *s)
 
 void server_release(struct server *s)
 {
-	pool_limit_end(s, false);
+	TELL_WATCHERS(ended, s, false);
 	s->req = NULL;
 	s->expect_response_to = 0;
 	s->flush_then_release = false;
@@ -214,7 +219,7 @@ void server_close(struct server *s, int code, const char *codename, const char *
 		   reason);
 	sbuf_close(&s->sb);
 	s->req = NULL;
-	pool_limit_end(s, true);
+	TELL_WATCHERS(ended, s, true);
 	server_set_state(s, SV_JUSTFREE);
 	if (!was_connecting)
 		STAT_INC(backend_disconnects);
@@ -266,7 +271,7 @@ static void handle_hello_reply(struct server *s, const struct wire_msg *m)
 	STAT_INC(backend_connects);
 	server_debug(s, "ready (%s, wire %d..%d)", handshake_kind_name(bi.kind),
 		     bi.min_wire_version, bi.max_wire_version);
-	pool_server_ready(s, &bi);
+	TELL_WATCHERS(ready, s, &bi);
 }
 
 static void handle_reply(struct server *s, struct evbuffer *buf, size_t len);
@@ -327,10 +332,10 @@ static void handle_reply(struct server *s, struct evbuffer *buf, size_t len)
 	if (s->state == SV_CONNECTING)
 		handle_hello_reply(s, &m);
 	else if (s->req != NULL) { /* the callback releases s or continues the exchange */
-		select_on_reply(s->pool, &m.body); /* replica sets: "not primary" */
+		TELL_WATCHERS(replied, s, &m.body); /* replica sets: "not primary" */
 		s->req->ops->reply(s, s->req, buf, data, len, &m);
 	} else if (s->fence_id != 0)
-		sticky_fence_reply(s);
+		TELL_WATCHERS(fenced, s);
 }
 
 /* A merged query's reply above the message limit (the backend ignored the
@@ -415,7 +420,7 @@ static void written(struct server *s)
 	s->flush_then_release = false;
 	s->exchanges++;
 	request_done(req);
-	sticky_written(s);
+	TELL_WATCHERS(written, s);
 }
 
 static void connected(struct server *s)

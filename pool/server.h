@@ -17,6 +17,9 @@
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+#include <bson/bson.h>
+
 #include "core/list.h"
 
 #include "core/log.h"
@@ -25,6 +28,7 @@
 #include "pool/waitq.h"
 
 struct auth_conv;
+struct backend_info;
 struct pool;
 struct request;
 
@@ -67,6 +71,7 @@ struct server {
 
 TAILQ_HEAD(server_list, server);
 
+/* (pool_name: pool/pool.h) */
 #define server_log(lvl, s, fmt, ...)                                                               \
 	log_msg(lvl, "S-%" PRIu64 " %s: " fmt, (s)->id, pool_name((s)->pool), ##__VA_ARGS__)
 #define server_warning(s, fmt, ...)                                                                \
@@ -85,8 +90,6 @@ TAILQ_HEAD(server_list, server);
 			server_log(LOG_LVL_DEBUG, s, fmt, ##__VA_ARGS__);                          \
 	} while (0)
 
-const char *pool_name(const struct pool *p);
-
 /* Start a new connection for `pool` (state SV_CONNECTING). */
 bool server_connect(struct pool *pool) __attribute__((warn_unused_result));
 
@@ -103,7 +106,8 @@ void server_release(struct server *s);
 /*
  * Who is told what happens to a connection, the way request_ops tells a
  * request's creator: one table, in order, set by the pool (pool.c: the pin,
- * the sticky order, the pool itself). server.c calls no watcher by name.
+ * the sticky order, the pool itself). server.c calls no watcher by name,
+ * and nothing above it in pool/ (check-cycles.py).
  * Rules: `released` runs in table order until one takes the server (true);
  * `closed` runs for every entry. NULL entries: not interested.
  */
@@ -125,6 +129,20 @@ struct server_watcher {
 	void (*closed)(struct server *s, const struct server_closing *why);
 	/* `s`'s memory goes (deferred free). */
 	void (*freed)(struct server *s);
+	/* Logged in: `s` is ready for requests (the pool). */
+	void (*ready)(struct server *s, const struct backend_info *bi);
+	/* An exchange began on `s` (server_start) / ended: released, or
+	 * dropped when its connection closed under it (the pool's adaptive
+	 * limit). */
+	void (*started)(struct server *s, const struct request *req);
+	void (*ended)(struct server *s, bool dropped);
+	/* A reply to s->req, before its request hears of it (replica sets:
+	 * "not primary"). */
+	void (*replied)(struct server *s, const bson_t *body);
+	/* A moreToCome write is on the wire (s->req cleared); the answer to
+	 * the proxy's own fence on `s` (the sticky order). */
+	void (*written)(struct server *s);
+	void (*fenced)(struct server *s);
 };
 
 /* The table, NULL-terminated (pool_init_all). */

@@ -12,6 +12,7 @@
 #include "core/stats.h"
 #include "core/wire.h"
 #include "pool/route.h"
+#include "pool/pool_ops.h"
 
 static int n_sticky; /* owners with a sticky connection (o->route->sticky) */
 
@@ -37,9 +38,9 @@ bool sticky_behind_unacked(const struct request *req)
 
 static const struct waitq_ops sticky_waitq_ops = {
     .kind = WAITQ_STICKY,
-    .limit_usec = pool_queue_limit_usec,
+    .limit_usec = pool_ops_queue_limit_usec,
     .owner_clock = true, /* its own client is the cause */
-    .expired = pool_refuse_timeout,
+    .expired = pool_ops_refuse_timeout,
 };
 
 static void sticky_init(struct server *s)
@@ -82,7 +83,7 @@ static void gather_followers(struct server *s, struct request *req)
 	for (; r != NULL; r = TAILQ_NEXT(r, client_link)) {
 		if (r->state != REQ_QUEUED || waitq_is(r, WAITQ_STICKY))
 			continue;
-		pool_unqueue(r);
+		pool_ops->unqueue(r);
 		sticky_enqueue(s, r);
 	}
 }
@@ -117,8 +118,8 @@ void sticky_written(struct server *s)
 {
 	struct request *req = waitq_first(&s->sticky_waiting);
 
-	if (req != NULL && pool_gate(GATE_RUN_HERE, s->pool, req, s)) {
-		pool_dispatch(s, req);
+	if (req != NULL && pool_ops->gate(GATE_RUN_HERE, s->pool, req, s)) {
+		pool_ops->dispatch(s, req);
 		return;
 	}
 	send_fence(s);
@@ -145,7 +146,7 @@ void sticky_release(struct server *s)
 	struct request_queue moved = {TAILQ_HEAD_INITIALIZER(moved.list), 0};
 
 	end(s, &moved);
-	pool_server_idle(s);
+	pool_ops->server_idle(s);
 	waitq_resubmit(&moved, NULL, NULL);
 }
 
@@ -189,6 +190,8 @@ const struct server_watcher sticky_watcher = {
     .released = watch_released,
     .closed = watch_closed,
     .freed = watch_freed,
+    .written = sticky_written,
+    .fenced = sticky_fence_reply,
 };
 
 int sticky_clients(void)

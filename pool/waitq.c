@@ -8,6 +8,7 @@
 #include "core/globals.h"
 #include "pool/pool.h"
 #include "pool/route.h"
+#include "pool/pool_ops.h"
 
 TAILQ_HEAD(waitq_list, waitq);
 static struct waitq_list all = TAILQ_HEAD_INITIALIZER(all);
@@ -75,7 +76,7 @@ void waitq_resubmit(struct request_queue *staged, void (*each)(struct request *r
 		if (each != NULL)
 			each(req, arg);
 		else
-			pool_submit(req);
+			pool_ops->submit(req);
 	}
 }
 

@@ -31,8 +31,11 @@ LAYERS = ("pool", "proxy")
 # --strict ignores it (the self-test, and the goal). Raised once, at the
 # merge that brought the admin console (pool_pause joined pool/'s circle;
 # admin, admin_ctl and admin_show proxy/'s, which the reload callback cut
-# back from 18 to 14): the branches were written side by side.
-KNOWN = {"pool": 15, "proxy": 14}
+# back from 18 to 14): the branches were written side by side. pool/
+# passes at --max 3 since its accessors went inline or into leaves
+# (pool_table.c) and its lower files call up through pool_ops.h and the
+# server watchers.
+KNOWN = {"proxy": 14}
 
 
 def find_objects(build):

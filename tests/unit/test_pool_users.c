@@ -11,6 +11,7 @@
 #include "core/globals.h"
 #include "pool/pool.h"
 #include "pool/pool_int.h"
+#include "pool/pool_ops.h"
 #include "pool/pool_users.h"
 
 static void keys_of(struct pool_user_keys *k, uint8_t fill)
@@ -67,6 +68,7 @@ Test(pool_users, child_pool_per_member_and_user_freed_when_unused)
 	struct pool_user *u;
 	struct pool *c;
 
+	pool_ops_install(); /* child pools are made through it (pool/pool_ops.h) */
 	pool_init(&member, "db1:27017", "db1", 27017);
 	keys_of(&k, 3);
 	u = pool_user_get("admin", "uc", &k);
