@@ -102,6 +102,21 @@ static bool crud(mongoc_client_t *c, const char *db, int i)
 	return ok;
 }
 
+/* pid, listening and restarts of each worker, for a failure message. */
+static const char *js_workers(const bson_t *st)
+{
+	static char buf[256];
+
+	snprintf(
+	    buf, sizeof(buf),
+	    "0: pid %lld listening %d restarts %lld; 1: pid %lld listening %d restarts %lld",
+	    (long long)h_get_int(st, "workers.0.pid", -1), h_get_bool(st, "workers.0.listening"),
+	    (long long)h_get_int(st, "workers.0.restarts", -1),
+	    (long long)h_get_int(st, "workers.1.pid", -1), h_get_bool(st, "workers.1.listening"),
+	    (long long)h_get_int(st, "workers.1.restarts", -1));
+	return buf;
+}
+
 Test(workers, connections_spread_and_all_work, .timeout = 120)
 {
 	/* every find by _id goes through a batch (a 1 ms window), so that both
@@ -121,8 +136,13 @@ Test(workers, connections_spread_and_all_work, .timeout = 120)
 		seen[w]++;
 		bson_destroy(&st);
 	}
-	cr_assert(seen[0] > 0 && seen[1] > 0, "connections on workers: %d and %d", seen[0],
-		  seen[1]);
+	if (seen[0] == 0 || seen[1] == 0) { /* say why: the workers' state and the log */
+		char *tail = proxy_log_tail(p, 6000);
+
+		h_stats(cs[0], &st);
+		cr_assert_fail("connections on workers: %d and %d; workers: %s; log:\n%s", seen[0],
+			       seen[1], js_workers(&st), tail);
+	}
 	/* The totals are the sum of the workers' slots, in one document. */
 	h_stats(cs[0], &st);
 	cr_assert_eq(h_get_int(&st, "workers.0.counters.requests_total", -1) +
