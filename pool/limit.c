@@ -14,6 +14,9 @@
 #define DROP_FACTOR   0.7
 #define PROBE_SAMPLES 3 /* per unit of min_limit */
 #define AVG_WEIGHT    0.125
+#define CLIMB_STEP    0.15 /* the climber's step, x its limit */
+#define CLIMB_TURN    0.02 /* a window this much worse turns it round */
+#define CLIMB_WINDOW  64   /* completions a window, at least */
 
 int limit_class(int ids)
 {
@@ -48,6 +51,7 @@ void climit_configure(struct climit *l, double tolerance, int min_limit, int cei
 	l->ceiling = ceiling < 1 ? 1 : ceiling;
 	l->limit = bounded(l, l->limit);
 	l->saved_limit = bounded(l, l->saved_limit);
+	l->climb.limit = bounded(l, l->climb.limit);
 }
 
 void climit_init(struct climit *l, double tolerance, int min_limit, int ceiling, int start,
@@ -56,15 +60,29 @@ void climit_init(struct climit *l, double tolerance, int min_limit, int ceiling,
 	memset(l, 0, sizeof(*l));
 	l->limit = start;
 	l->saved_limit = start;
+	l->climb.limit = start;
+	l->climb.dir = 1;
 	l->probe_interval_usec = probe_interval_usec;
 	climit_configure(l, tolerance, min_limit, ceiling);
 }
 
+int limit_gradient_value(const struct climit *l)
+{
+	return (int)(l->limit + 1e-9);
+}
+
+int limit_climb_value(const struct climit *l)
+{
+	return (int)(l->climb.limit + 1e-9);
+}
+
 int limit_value(const struct climit *l)
 {
+	int g = limit_gradient_value(l), c = limit_climb_value(l);
+
 	if (l->probing)
 		return (int)bounded(l, l->min_limit);
-	return (int)(l->limit + 1e-9);
+	return c < g ? c : g;
 }
 
 uint64_t limit_min_rtt(const struct climit *l)
@@ -162,6 +180,61 @@ static void window_end(struct climit *l)
 	window_reset(l);
 }
 
+/* A new window, after `skip` completions (the requests of the old limit). */
+static void climb_restart(struct climit *l, int skip)
+{
+	l->climb.skip = skip;
+	l->climb.n = 0;
+	l->climb.work = 0;
+	l->climb.max_inflight = 0;
+}
+
+/* The window ended saturated: one step, turning round if it delivered less
+ * than the one before. */
+static void climb_step(struct climit *l, double rate)
+{
+	double c = l->climb.limit, next;
+
+	if (l->climb.last_rate > 0 && rate < l->climb.last_rate * (1.0 - CLIMB_TURN))
+		l->climb.dir = -l->climb.dir;
+	l->climb.last_rate = rate;
+	next = c * (1.0 + CLIMB_STEP * l->climb.dir);
+	if (next - c < 1.0 && next - c > -1.0)
+		next = c + l->climb.dir; /* small limits still move */
+	if (next <= bounded(l, l->min_limit))
+		l->climb.dir = 1;
+	if (next >= bounded(l, l->ceiling))
+		l->climb.dir = -1;
+	if (next > l->limit + 1.0)
+		next = l->limit + 1.0; /* never above the latency term */
+	l->climb.limit = bounded(l, next);
+}
+
+static void climb_sample(struct climit *l, uint64_t now, int ids, bool dropped, int inflight)
+{
+	int lim = limit_value(l), want = 4 * lim > CLIMB_WINDOW ? 4 * lim : CLIMB_WINDOW;
+
+	if (inflight + 1 > l->climb.max_inflight)
+		l->climb.max_inflight = inflight + 1;
+	if (l->climb.skip > 0) {
+		if (--l->climb.skip == 0) {
+			l->climb.t0 = now;
+			l->climb.max_inflight = 0;
+		}
+		return;
+	}
+	l->climb.work += dropped ? 0.0 : ids > 0 ? (double)ids : 1.0;
+	if (++l->climb.n < want || now <= l->climb.t0)
+		return;
+	if (l->climb.max_inflight >= lim) {
+		climb_step(l, l->climb.work * 1e6 / (double)(now - l->climb.t0));
+		climb_restart(l, limit_value(l));
+	} else {
+		l->climb.last_rate = 0; /* demand set this window's rate, not the limit */
+		climb_restart(l, 1);
+	}
+}
+
 void limit_sample(struct climit *l, uint64_t now_usec, uint64_t rtt_usec, int ids, bool dropped,
 		  int inflight)
 {
@@ -177,6 +250,8 @@ void limit_sample(struct climit *l, uint64_t now_usec, uint64_t rtt_usec, int id
 		l->next_probe_usec = now_usec + l->probe_interval_usec;
 	if (l->probing) {
 		probe_sample(l, now_usec, rtt_usec, c, dropped, inflight);
+		if (!l->probing) /* the probe's window says nothing of the climb */
+			climb_restart(l, limit_value(l));
 		return;
 	}
 	if (l->probe_interval_usec != 0 && now_usec >= l->next_probe_usec) {
@@ -184,6 +259,7 @@ void limit_sample(struct climit *l, uint64_t now_usec, uint64_t rtt_usec, int id
 		probe_sample(l, now_usec, rtt_usec, c, dropped, inflight);
 		return;
 	}
+	climb_sample(l, now_usec, ids, dropped, inflight);
 	if (inflight + 1 > l->max_inflight)
 		l->max_inflight = inflight + 1; /* in flight while it ran */
 	if (dropped) {

@@ -47,6 +47,25 @@
  * 0.7x at once, at most once per window. Bounds: [min_limit, ceiling],
  * ceiling = pool_size.
  *
+ * The peak. A latency target alone stops near the knee, not at the
+ * throughput peak, and where the requests' sizes move with the limit (the
+ * batcher merges more lookups per query when fewer may run) no base of a
+ * size class stays comparable. So a second term climbs the delivered work
+ * itself (perturb and observe, as a solar tracker finds its maximum power
+ * point): while the pool is saturated (its in-flight count reached the
+ * limit in the window), every window of max(4 x limit, 64) completions
+ * (after letting limit completions pass, the old limit's requests) gives
+ * ids delivered per second (a request that is not a lookup counts 1, a
+ * failed one 0); the climber steps its own limit 15 % in its direction and
+ * turns round when a window delivered 2 % less than the one before. On a
+ * flat top it wanders within a step or two of the peak; a pool that is
+ * not saturated holds it (demand, not the limit, sets its throughput
+ * then). The limit in force is the smaller of the two terms: the latency
+ * term is the one every proxy in front of the same backend sees alike, so
+ * it keeps several proxies (each climbing its own share) from pushing the
+ * backend past its peak together; the climber keeps one proxy from
+ * stopping below it. The climber never sits above the latency term.
+ *
  * Little's law: with a long network round trip (a database on another
  * host) the base includes it, so the ratio stays near 1 until the backend
  * itself queues, and the limit grows to rtt x throughput as needed.
@@ -81,6 +100,12 @@ struct climit {
 	int probe_left;
 	uint64_t probe_sum[CLIMIT_CLASSES];
 	int probe_n[CLIMIT_CLASSES];
+	/* the climber (the peak, above) */
+	struct {
+		double limit, dir, last_rate, work;
+		uint64_t t0;
+		int skip, n, max_inflight;
+	} climb;
 	/* figures */
 	uint64_t samples, drops, probes;
 };
@@ -99,6 +124,11 @@ void limit_sample(struct climit *l, uint64_t now_usec, uint64_t rtt_usec, int id
 
 /* Requests that may be in flight now. */
 int limit_value(const struct climit *l);
+
+/* The latency term and the climber's own limits (the figures; the limit in
+ * force is limit_value). */
+int limit_gradient_value(const struct climit *l);
+int limit_climb_value(const struct climit *l);
 
 /* The base round trip of the latest sample's size class (µs, 0: none). */
 uint64_t limit_min_rtt(const struct climit *l);

@@ -90,7 +90,9 @@ Test(limit, constant_latency_grows_to_ceiling)
 
 	sim_init(&s, 100);
 	cr_assert_eq(limit_value(&s.l), MIN_LIMIT);
-	sim_run(&s, &b, 2000, 1000, 0, 0);
+	/* throughput grows with every request let in: the latency term and
+	 * the climber both go up, 15 % a window of 4 x limit completions */
+	sim_run(&s, &b, 10000, 1000, 0, 0);
 	cr_assert_eq(limit_value(&s.l), 100, "limit %d", limit_value(&s.l));
 	cr_assert_eq(limit_min_rtt(&s.l), 1000);
 }
@@ -122,7 +124,7 @@ Test(limit, errors_shrink)
 	struct sim s;
 
 	sim_init(&s, 100);
-	sim_run(&s, &b, 2000, 1000, 0, 0);
+	sim_run(&s, &b, 10000, 1000, 0, 0);
 	cr_assert_eq(limit_value(&s.l), 100);
 	for (int i = 0; i < 400; i++) {
 		s.now += 100;
@@ -143,11 +145,12 @@ Test(limit, follows_latency_steps)
 	sim_run(&s, &b, 20000, 1000, 0, 0);
 	cr_assert(sim_mean(&s) >= 18 && sim_mean(&s) <= 32, "mean limit %.1f", sim_mean(&s));
 	/* twice as slow, same knee: only a probe can tell (its minimum rises;
-	 * with the old base the limit would stay below the knee). 25,000
-	 * samples here are about 10 s of simulated time: a probe or two. */
+	 * with the old base the latency term would stay below the knee). 25,000
+	 * samples here are about 10 s of simulated time: a probe or two. The
+	 * throughput peaks at the knee, 20, where the climber keeps it. */
 	sim_run(&s, &slower, 20000, 1000, 0, 0);
 	sim_run(&s, &slower, 5000, 1000, 0, 0);
-	cr_assert(sim_mean(&s) >= 22 && sim_mean(&s) <= 32, "mean limit %.1f", sim_mean(&s));
+	cr_assert(sim_mean(&s) >= 16 && sim_mean(&s) <= 32, "mean limit %.1f", sim_mean(&s));
 	cr_assert_geq(s.l.probes, 1);
 	sim_run(&s, &faster, 40000, 1000, 0, 0);
 	sim_run(&s, &faster, 5000, 1000, 0, 0);
