@@ -198,6 +198,13 @@ static const struct cfg_key keys[] = {
     {"batch_max_wait_us", CFG_INT, OFF(batch_max_wait_us), "0", 0, 1000000, true, "batching",
      "If set, a lookup waits at most this long for others to join its batch even when a "
      "backend connection is free. 0: never wait (batches form only under load)."},
+    {"batch_hold_us", CFG_INT, OFF(batch_hold_us), "1000", 0, 1000000, true, "batching",
+     "Under load, a batch waiting in the queue goes to a free backend connection once it holds "
+     "its share of the pool's lookups (the lookups queued and in flight divided by the "
+     "requests the pool may run at once), or after waiting this long: every query then "
+     "carries about as many ids as the others, instead of one large batch and many single "
+     "lookups. Only while other requests of the pool are in flight; 0: a free connection "
+     "takes whatever has joined."},
 
     {"compressors", CFG_STRING, OFF(compressors), "snappy,zstd,zlib", 0, 0, true, "compression",
      "Wire compressors (OP_COMPRESSED) the proxy accepts from clients: a client's hello "

@@ -66,6 +66,7 @@ struct cfg {
 	bool batching;
 	int64_t batch_max_ids;
 	int64_t batch_max_wait_us;
+	int64_t batch_hold_us; /* a queued batch waits for its share (pool/batch.c) */
 	/* compression */
 	char *compressors; /* client side (core/compress.h list syntax) */
 	int64_t compression_min_bytes;

@@ -35,6 +35,7 @@
 #include "pool/batch_sizes.h"
 #include "pool/gate.h"
 #include "pool/pool.h"
+#include "pool/pool_int.h"
 #include "pool/pool_users.h"
 #include "pool/server.h"
 #include "core/globals.h"
@@ -159,6 +160,7 @@ static void close_batch(struct batch *b)
 	if (!b->open)
 		return;
 	b->open = false;
+	b->req->route->hold_until_usec = 0; /* full or sealed: held no more */
 	TAILQ_REMOVE(&open_batches, b, open_link);
 }
 
@@ -170,6 +172,8 @@ void batch_free(struct batch *b)
 	close_batch(b);
 	if (b->timer)
 		event_free(b->timer);
+	if (b->hold)
+		event_free(b->hold);
 	free_found(b);
 	if (b->have_ct)
 		bson_value_destroy(&b->cluster_time);
@@ -259,8 +263,46 @@ static struct batch *batch_open(const struct key_parts *kp, const char *db, cons
 	TAILQ_INSERT_TAIL(&open_batches, b, open_link);
 	b->req = request_new(NULL, &batch_ops);
 	b->req->route->batch = b;
+	if (g.cfg.batch_hold_us > 0)
+		b->req->route->hold_until_usec = g.now_usec + (uint64_t)g.cfg.batch_hold_us;
 	memcpy(b->req->cmd, "find", sizeof("find"));
 	return b;
+}
+
+/* ---- holding a queued batch for its share (batch_hold_us) ------------ */
+
+/* A held batch that may now start goes to an idle connection, if any. */
+static void release_held(struct batch *b)
+{
+	struct pool *p = b->req->route->pool;
+
+	if (b->hold == NULL || !request_waiting(b->req) || p == NULL || TAILQ_EMPTY(&p->idle) ||
+	    !pool_gate_share(b->req, p))
+		return;
+	pool_fill_idle(p);
+}
+
+static void hold_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct batch *b = arg;
+
+	(void)fd;
+	(void)what;
+	proxy_tick();
+	release_held(b);
+}
+
+/* Queued behind busy connections: at the latest batch_hold_us from its
+ * opening, a held batch is looked at again. */
+static void hold_arm(struct batch *b)
+{
+	struct timeval tv = {0, (suseconds_t)g.cfg.batch_hold_us};
+
+	if (g.cfg.batch_hold_us == 0 || !request_waiting(b->req))
+		return;
+	if (b->hold == NULL)
+		b->hold = evtimer_new(g.base, hold_cb, b);
+	evtimer_add(b->hold, &tv);
 }
 
 static void add_member(struct batch *b, struct request *req)
@@ -269,11 +311,13 @@ static void add_member(struct batch *b, struct request *req)
 	req->enqueued_usec = g.now_usec;
 	request_set_state(req, REQ_BATCHED, &b->members);
 	b->nids += req->route->lookup->ids.n;
+	b->req->route->ids = b->nids; /* its share so far (pool_gate_share) */
 	log_debug("B-%" PRIu64 " %s.%s: C-%" PRIu64 " request %d joins (%d lookups, %d ids)", b->id,
 		  b->db, b->coll, req->owner ? req->owner->id : 0, req->client_request_id,
 		  b->members.n, b->nids);
 	if (b->nids >= b->max_ids)
 		close_batch(b); /* full: it runs as soon as a connection frees up */
+	release_held(b);
 }
 
 /* A lookup whose documents, at the namespace's known size, would exceed
@@ -380,6 +424,7 @@ static void schedule(struct batch *b, bool fresh, bool idle)
 		evtimer_add(b->timer, &tv);
 	} else if (fresh) {
 		pool_submit(b->req); /* queued: accumulates until a connection frees up */
+		hold_arm(b);
 	} else if (!b->open && b->timer != NULL && evtimer_pending(b->timer, NULL)) {
 		evtimer_del(b->timer); /* filled up while waiting: go now */
 		pool_submit(b->req);
@@ -463,6 +508,8 @@ void batch_seal(struct request *req)
 	close_batch(b);
 	if (b->timer)
 		evtimer_del(b->timer);
+	if (b->hold)
+		evtimer_del(b->hold);
 	TAILQ_FOREACH(m, &b->members.list, queue_link)
 		hist_observe(&hist_batch_wait_ms, (double)(g.now_usec - m->enqueued_usec) / 1000.0);
 	all = xmalloc(sizeof(*all) * (size_t)(b->nids ? b->nids : 1));

@@ -25,9 +25,10 @@ static bool owner_reads(const struct request *req)
 static bool may_dispatch(const struct request *req, struct pool *p)
 {
 	if (p != NULL && pool_paused(p))
-		return false; /* held in the queue until resume (pool/pool_pause.h) */
-	return req->owner == NULL ||
-	       (owner_reads(req) && !sticky_behind_unacked(req) && pin_may_dispatch(req, p));
+		return false;	/* held in the queue until resume (pool/pool_pause.h) */
+	if (req->owner == NULL) /* the proxy's own: a merged batch waits for its share */
+		return p == NULL || pool_gate_share(req, p);
+	return owner_reads(req) && !sticky_behind_unacked(req) && pin_may_dispatch(req, p);
 }
 
 /* Terms on the pool. */

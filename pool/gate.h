@@ -42,8 +42,10 @@
 #include <stdint.h>
 
 #include "core/globals.h"
+#include "core/request.h"
 #include "pool/limit.h"
 #include "pool/pool.h"
+#include "pool/route.h"
 
 struct pool;
 struct request;
@@ -88,4 +90,17 @@ static inline int pool_gate_limit(const struct pool *p)
 static inline bool pool_gate_room(const struct pool *p)
 {
 	return p->inflight < pool_gate_limit(p);
+}
+
+/* A term of GATE_DISPATCH for the batcher's merged queries: an open one
+ * (route->hold_until_usec set, pool/batch.c) starts once it holds its share
+ * of p's lookups, queued and in flight over what may run at once, or once
+ * its hold has passed, or when nothing else of p is in flight. */
+static inline bool pool_gate_share(const struct request *req, const struct pool *p)
+{
+	const struct req_route *r = req->route;
+
+	if (r->hold_until_usec == 0 || g.now_usec >= r->hold_until_usec || p->inflight == 0)
+		return true;
+	return (int64_t)r->ids * pool_gate_limit(p) >= (int64_t)r->ids + p->inflight_ids;
 }

@@ -75,9 +75,10 @@ struct pool {
 	uint32_t generation;
 	/* adaptive_concurrency (pool/limit.h): the limit, fed by every exchange
 	 * that ends on this pool; `inflight` counts exchanges started by
-	 * server_start and not yet released or closed. */
+	 * server_start and not yet released or closed (with the setting on or
+	 * off), `inflight_ids` the lookups they carry (batch_hold_us). */
 	struct climit limit;
-	int inflight;
+	int inflight, inflight_ids;
 };
 
 /* Create the pools from the backend URI (host list). */

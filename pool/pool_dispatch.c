@@ -248,7 +248,8 @@ void pool_server_idle(struct server *s)
 		return;
 	}
 	dispatch(s, req);
-	pool_fill_idle(p); /* the limit may have risen by more than one */
+	if (g.cfg.adaptive_concurrency)
+		pool_fill_idle(p); /* the limit may have risen by more than one */
 }
 
 void pool_fill_idle(struct pool *p)
@@ -256,8 +257,7 @@ void pool_fill_idle(struct pool *p)
 	struct server *s;
 	struct request *req;
 
-	while (g.cfg.adaptive_concurrency && (s = TAILQ_FIRST(&p->idle)) != NULL &&
-	       (req = first_dispatchable(p)) != NULL)
+	while ((s = TAILQ_FIRST(&p->idle)) != NULL && (req = first_dispatchable(p)) != NULL)
 		dispatch(s, req);
 }
 
@@ -267,11 +267,12 @@ void pool_fill_idle(struct pool *p)
 
 void pool_limit_begin(struct server *s, const struct request *req)
 {
-	if (req->more_to_come || !g.cfg.adaptive_concurrency)
+	if (req->more_to_come)
 		return; /* no reply, no round trip */
 	s->in_limit = true;
 	s->limit_ids = req->route->ids; /* 0: not a lookup (pool/limit.h) */
 	s->pool->inflight++;
+	s->pool->inflight_ids += s->limit_ids;
 }
 
 void pool_limit_init(struct pool *p)
@@ -290,6 +291,7 @@ void pool_limit_end(struct server *s, bool dropped)
 		return;
 	s->in_limit = false;
 	p->inflight--;
+	p->inflight_ids -= s->limit_ids;
 	if (!g.cfg.adaptive_concurrency)
 		return;
 	climit_configure(&p->limit, (double)g.cfg.adaptive_tolerance_pct / 100.0,

@@ -51,6 +51,9 @@ struct req_route {
 	struct batch *batch;   /* the batch it runs (merged query) or belongs to */
 	struct lookup *lookup; /* REQ_BATCHED: its ids (pool/batch.c) */
 	int ids;	       /* a lookup's or merged query's ids (pool/limit.h), 0: other */
+	/* an open merged query held for its share until then (batch_hold_us,
+	 * pool_gate_share), 0: not held; its `ids` count its members' so far */
+	uint64_t hold_until_usec;
 	/* REQ_HELLO_WAIT: answers it once the backend's limits are known */
 	void (*hello_answer)(struct request *req, const struct backend_info *bi);
 };
