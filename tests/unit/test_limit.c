@@ -3,10 +3,14 @@
  * latency sequences: a simulated closed loop where `demand` clients keep
  * min(limit, demand) requests in flight and a backend function gives each
  * request's round trip from the concurrency it ran at. Time is simulated;
- * nothing here measures the machine.
+ * nothing here measures the machine. Also the gate's term that holds a
+ * merged batch for its share (batch_hold_us).
  */
 #include <criterion/criterion.h>
+#include <string.h>
 
+#include "core/globals.h"
+#include "pool/gate.h"
 #include "pool/limit.h"
 
 #define TOL	  2.0
@@ -196,4 +200,44 @@ Test(limit, reconfigure_clamps)
 	cr_assert_eq(limit_value(&s.l), 10);
 	climit_configure(&s.l, TOL, 20, 10); /* min above the ceiling: the ceiling wins */
 	cr_assert_eq(limit_value(&s.l), 10);
+}
+
+/* batch_hold_us's term of the gate (pool_gate_share, pool/gate.h): an open
+ * merged query waits for its share of the pool's lookups, (queued + in
+ * flight) / the limit, until its hold passes or nothing else is in flight. */
+Test(limit, held_batch_waits_for_its_share)
+{
+	static struct pool p;
+	struct req_route r;
+	struct request req;
+
+	memset(&p, 0, sizeof(p));
+	memset(&r, 0, sizeof(r));
+	memset(&req, 0, sizeof(req));
+	req.route = &r;
+	g.cfg.pool_size = 8;
+	g.cfg.adaptive_concurrency = false;
+	g.now_usec = 1000000;
+	cr_assert(pool_gate_share(&req, &p), "not a held batch");
+	r.hold_until_usec = g.now_usec + 1000;
+	r.ids = 3;
+	cr_assert(pool_gate_share(&req, &p), "nothing in flight: nothing to wait for");
+	p.inflight = 7;
+	p.inflight_ids = 77; /* share: (ids + 77) / 8 */
+	cr_assert_not(pool_gate_share(&req, &p), "3 of a share of 10");
+	r.ids = 10;
+	cr_assert_not(pool_gate_share(&req, &p), "10 of 87 / 8");
+	r.ids = 11;
+	cr_assert(pool_gate_share(&req, &p), "11 of 88 / 8: its share");
+	r.ids = 3;
+	g.now_usec += 1000;
+	cr_assert(pool_gate_share(&req, &p), "the hold passed");
+	g.now_usec -= 1000;
+	g.cfg.adaptive_concurrency = true; /* the limit is the adaptive one when on */
+	climit_init(&p.limit, 2.0, 3, 100, 3, 5000000);
+	p.inflight_ids = 12; /* share: (ids + 12) / 3, the limit starting at 3 */
+	cr_assert_not(pool_gate_share(&req, &p));
+	r.ids = 6;
+	cr_assert(pool_gate_share(&req, &p), "6 of 18 / 3");
+	g.cfg.adaptive_concurrency = false;
 }
