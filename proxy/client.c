@@ -33,6 +33,7 @@
  * callback, proxy/client_ops.c): queued ones are dropped, running ones have
  * their reply discarded on arrival. Frees are deferred.
  */
+#define _GNU_SOURCE /* struct ucred */
 #include "proxy/client.h"
 #include "proxy/client_msg.h"
 
@@ -43,13 +44,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "core/errors.h"
 #include "core/evpool.h"
 #include "core/xalloc.h"
-#include "proxy/admin.h"
 #include "proxy/janitor.h"
 #include "pool/pin.h"
 #include "pool/pool.h"
@@ -125,6 +126,18 @@ static void format_peer(const struct sockaddr *addr, char *buf, size_t len)
 	}
 }
 
+/* The peer uid of an accepted unix-socket connection (SO_PEERCRED), -1 if
+ * unknown: who may run admin commands with auth_mode = none (admin.h). */
+static int64_t peer_uid(int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof(cred))
+		return -1;
+	return (int64_t)cred.uid;
+}
+
 int64_t client_max_unauth(void)
 {
 	int64_t n = g.cfg.max_unauth_conn ? g.cfg.max_unauth_conn : g.cfg.max_client_conn / 2;
@@ -170,7 +183,7 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 	c->compressor = c->msg_compressor = -1;
 	request_owner_init(&c->owner, c->id, &client_owner_ops);
 	format_peer(addr, c->peer, sizeof(c->peer));
-	c->peer_uid = addr->sa_family == AF_UNIX ? admin_peer_uid(fd) : -1;
+	c->peer_uid = addr->sa_family == AF_UNIX ? peer_uid(fd) : -1;
 	if (addr->sa_family != AF_UNIX)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (!sbuf_accept(&c->sb, g.base, fd, sbuf_cb_client, c) ||

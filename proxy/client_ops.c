@@ -30,13 +30,6 @@
 #include "pool/route.h"
 #include "proxy/client_req.h"
 
-struct client *client_of(const struct request *req)
-{
-	if (req->owner == NULL)
-		return NULL;
-	return (struct client *)((char *)req->owner - offsetof(struct client, owner));
-}
-
 static struct client *owner_client(const struct request_owner *o)
 {
 	return (struct client *)((char *)o - offsetof(struct client, owner));
