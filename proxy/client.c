@@ -288,7 +288,7 @@ static bool may_parse(const struct client *c)
 /* At max_buffer_bytes: does c hold its share (its socket is then not read)? */
 static bool memory_heavy(const struct client *c)
 {
-	return membound_heavy(c->io_bytes + c->req_bytes);
+	return membound_heavy(c->io_bytes + c->req_bytes, n_active);
 }
 
 int client_running(const struct client *c)
@@ -304,8 +304,8 @@ bool client_may_dispatch(const struct client *c)
 
 	if (c->state != CL_ACTIVE)
 		return true; /* its replies are dropped */
-	if (membound_paused() && membound_share() < limit)
-		limit = membound_share(); /* proxy/membound.h */
+	if (membound_paused() && membound_share(n_active) < limit)
+		limit = membound_share(n_active); /* proxy/membound.h */
 	if (out >= limit)
 		return false;
 	running = client_running(c);

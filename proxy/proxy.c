@@ -240,6 +240,7 @@ int proxy_main(struct cfg *cfg, const char *cfg_path)
 		wctl_attach(g.ctl_fd);
 	}
 	awaithello_init();
+	membound_set_tell(client_memory_paused);
 	janitor_start();
 	if (!client_tls_start(err, sizeof(err)))
 		fatal("%s", err);
