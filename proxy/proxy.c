@@ -32,6 +32,7 @@
 #include "proxy/awaithello.h"
 #include "proxy/cauth.h"
 #include "proxy/client.h"
+#include "proxy/client_hooks.h"
 #include "proxy/listener.h"
 #include "proxy/membound.h"
 #include "proxy/metrics.h"
@@ -248,6 +249,7 @@ int proxy_main(struct cfg *cfg, const char *cfg_path)
 		wctl_attach(g.ctl_fd);
 	}
 	awaithello_init();
+	client_hooks_install();
 	membound_set_tell(client_memory_paused);
 	janitor_start(&janitor_tasks);
 	if (!client_tls_start(err, sizeof(err)))
