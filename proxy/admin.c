@@ -2,12 +2,10 @@
  * admin.c — the admin commands' front door: mongoplexStats, the table of the
  * other mongoplex* commands, and who may run them (see admin.h).
  */
-#define _GNU_SOURCE /* struct ucred */
 #include "proxy/admin.h"
 
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "core/errors.h"
@@ -178,14 +176,4 @@ void admin_refuse(struct request *req, const char *cmd)
 	snprintf(msg, sizeof(msg), "mongoplex: not authorized to run %s: %s", cmd,
 		 why != NULL ? why : "refused");
 	request_fail(req, MP_ERR(UNAUTHORIZED), msg, NULL);
-}
-
-int64_t admin_peer_uid(int fd)
-{
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof(cred))
-		return -1;
-	return (int64_t)cred.uid;
 }

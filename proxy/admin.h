@@ -8,7 +8,7 @@
  *
  * Who may (admin_authorized): with auth_mode = scram the logged-in users
  * named in admin_users; with auth_mode = none the clients on the unix socket
- * whose peer uid (SO_PEERCRED, read once at accept) is root or the proxy's
+ * whose peer uid (SO_PEERCRED, read once at accept: client.c) is root or the proxy's
  * own effective uid. Everyone else gets code 13 and a rate-limited log line
  * naming the client and the command.
  */
@@ -42,9 +42,6 @@ void admin_refuse(struct request *req, const char *cmd);
 /* Would admin_authorized let c in, from what is known of it now (its peer
  * uid, its login)? No log, no count. */
 bool admin_may(const struct client *c);
-
-/* The peer uid of an accepted unix-socket connection, -1 if unknown. */
-int64_t admin_peer_uid(int fd);
 
 /* Is "db.user" named in the admin_users list `list`? (An entry without a
  * dot means admin.entry.) */

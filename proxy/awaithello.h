@@ -24,7 +24,8 @@ void awaithello_init(void);
  * it; false when it is an ordinary hello for the caller to answer now. */
 bool awaithello_take(struct client *c, struct request *req, bool exhaust_allowed);
 
-/* Its client is closing: drop the held hello (before its requests go). */
+/* Its client is closing: drop the held hello (before its requests go;
+ * client_close, through client_hooks.h). */
 void awaithello_client_closed(struct client *c);
 
 /* Hellos held right now (gauge hellos_held). */

@@ -6,7 +6,9 @@
  * This file: the SASL conversation and the login state. What a connection
  * meets before it logs in (the hello's login help, connectionStatus, the
  * command gate) is cauth_prelogin.c; the configuration checks and
- * --scram-secret are cauth_cli.c; they share cauth_int.h.
+ * --scram-secret are cauth_cli.c; the reads of a login (on or off, the
+ * users file, who is logged in, the login's time limit) are cauth_state.c,
+ * a leaf; they share cauth_int.h.
  */
 #include "proxy/cauth.h"
 
@@ -29,59 +31,7 @@
 #include "proxy/client.h"
 #include "proxy/cursor.h"
 
-static struct users_table users;
-static bool enabled;
 static struct log_rl rl_failed = {.what = "failed logins"};
-
-bool cauth_enabled(void)
-{
-	return enabled;
-}
-
-const struct users_entry *cauth_find_user(const char *db, const char *user)
-{
-	return users_find(&users, db, user);
-}
-
-bool cauth_user_name(const struct client *c, char *out, size_t len)
-{
-	if (c->auth == NULL || !c->auth->authed)
-		return false;
-	snprintf(out, len, "%s.%s", c->auth->db, c->auth->user);
-	return true;
-}
-
-bool cauth_start(char *err, size_t errlen)
-{
-	enabled = strcmp(g.cfg.auth_mode, "scram") == 0;
-	if (!enabled)
-		return true;
-	if (g.cfg.auth_users_file[0] != '\0' &&
-	    !users_load(g.cfg.auth_users_file, &users, err, errlen))
-		return false;
-	log_info("client authentication: SCRAM, %zu users from %s%s", users.n,
-		 g.cfg.auth_users_file[0] ? g.cfg.auth_users_file : "(no users file)",
-		 g.cfg.auth_query ? ", others looked up on the backend (auth_query)" : "");
-	return true;
-}
-
-bool cauth_prepare(const struct cfg *next, struct users_table *out, char *err, size_t errlen)
-{
-	memset(out, 0, sizeof(*out));
-	if (!enabled || next->auth_users_file[0] == '\0')
-		return true;
-	return users_load(next->auth_users_file, out, err, errlen);
-}
-
-void cauth_commit(struct users_table *t, const char *path)
-{
-	if (!enabled)
-		return;
-	users_free(&users);
-	users = *t;
-	memset(t, 0, sizeof(*t));
-	log_notice("reload: %zu users from %s", users.n, path);
-}
 
 struct cauth_conn *cauth_conn_of(struct client *c)
 {
@@ -270,7 +220,7 @@ static enum start_result find_user(struct cauth_conn *a, const char *db, const c
 {
 	enum cq_status st;
 
-	*e = users_find(&users, db, user);
+	*e = cauth_find_user(db, user);
 	if (*e != NULL || !cq_enabled())
 		return START_OK;
 	if (res != NULL) {
@@ -483,7 +433,7 @@ static void reply_ok(struct request *req)
 
 void cauth_command(struct client *c, struct request *req, const bson_t *body)
 {
-	if (!enabled) {
+	if (!cauth_enabled()) {
 		request_fail(req, MP_ERR(AUTHENTICATION_FAILED),
 			     "mongoplex: client authentication is off (auth_mode = none); connect "
 			     "without credentials (the proxy authenticates to the backend itself)",
@@ -513,28 +463,4 @@ void cauth_command(struct client *c, struct request *req, const bson_t *body)
 	} else {
 		login_failed(c, req, "?", "?", "only SCRAM-SHA-256 and SCRAM-SHA-1 are supported");
 	}
-}
-
-bool cauth_login_expired(const struct client *c, uint64_t now, char *why, size_t whylen)
-{
-	const struct cauth_conn *a = c->auth;
-	uint64_t limit = (uint64_t)g.cfg.auth_timeout_ms * 1000;
-
-	if (!enabled || limit == 0 || (a != NULL && a->authed))
-		return false;
-	if (a != NULL && a->login_since_usec != 0 && now - a->login_since_usec > limit) {
-		snprintf(why, whylen,
-			 "login not finished within auth_timeout_ms (%" PRId64 " ms) of its start",
-			 g.cfg.auth_timeout_ms);
-		return true;
-	}
-	if ((a == NULL || a->login_since_usec == 0) && !c->hello_seen &&
-	    now - c->connected_usec > limit) {
-		snprintf(why, whylen,
-			 "neither a hello nor a login within auth_timeout_ms (%" PRId64
-			 " ms) of connecting",
-			 g.cfg.auth_timeout_ms);
-		return true;
-	}
-	return false;
 }

@@ -72,7 +72,8 @@ void cauth_extend_hello(struct client *c, const bson_t *hello, bson_t *reply);
  * reason for its close)? */
 bool cauth_login_expired(const struct client *c, uint64_t now, char *why, size_t whylen);
 
-/* The client is freed: wipe its conversation. */
+/* The client is freed: wipe its conversation (client_free_deferred,
+ * through client_hooks.h). */
 void cauth_client_free(struct client *c);
 
 /* --test-config: the warning about auth_mode = none on a non-loopback

@@ -1,7 +1,8 @@
 /*
- * cauth_int.h — what cauth.c shares with cauth_prelogin.c inside proxy/
- * (nothing else includes it): one client's login state and the steps of
- * a SASL conversation the hello's speculativeAuthenticate also takes.
+ * cauth_int.h — what cauth.c shares with cauth_prelogin.c and
+ * cauth_state.c inside proxy/ (nothing else includes it): one client's
+ * login state and the steps of a SASL conversation the hello's
+ * speculativeAuthenticate also takes.
  */
 #pragma once
 

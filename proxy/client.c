@@ -1,6 +1,8 @@
 /*
  * client.c — client connections: lifecycle, reading and framing, output and
- * its limits (what a message becomes: proxy/client_msg.c).
+ * its limits (what a message becomes: proxy/client_msg.c). It calls nothing
+ * above it by name: what it tells or asks the modules above (a message, a
+ * close, a free) goes through the table of proxy/client_hooks.h.
  *
  *   accept ──▶ client_accept ──▶ [CL_ACTIVE] ◀──────────────────────────────┐
  *                                  │ read cb                                │
@@ -10,7 +12,7 @@
  *                      wire_frame_check ── NEED_MORE: wait (read timeout)   │
  *                                  │ BAD: error reply, flush, close         │
  *                                  ▼ READY                                  │
- *                    client_handle_message (proxy/client_msg.c)             │
+ *              client_hooks->message: client_handle_message (client_msg.c)  │
  *          OP_QUERY ─▶ legacy handshake (OP_REPLY) or error                 │
  *          OP_MSG   ─▶ wire_parse_msg ── invalid: error reply ──────────────┤
  *                      router_classify                                      │
@@ -33,8 +35,9 @@
  * callback, proxy/client_ops.c): queued ones are dropped, running ones have
  * their reply discarded on arrival. Frees are deferred.
  */
+#define _GNU_SOURCE /* struct ucred */
 #include "proxy/client.h"
-#include "proxy/client_msg.h"
+#include "proxy/client_hooks.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -43,23 +46,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "core/errors.h"
 #include "core/evpool.h"
 #include "core/xalloc.h"
-#include "proxy/admin.h"
 #include "proxy/janitor.h"
 #include "pool/pin.h"
 #include "pool/pool.h"
 #include "pool/route.h"
 #include "pool/select.h"
 #include "pool/sticky.h"
-#include "proxy/awaithello.h"
 #include "proxy/cauth.h"
 #include "proxy/client_tls.h"
-#include "proxy/cursor.h"
 #include "proxy/membound.h"
 #include "proxy/proxy.h"
 #include "core/stats.h"
@@ -68,6 +69,8 @@
 static struct client_list clients_active = TAILQ_HEAD_INITIALIZER(clients_active);
 static struct client_list clients_justfree = TAILQ_HEAD_INITIALIZER(clients_justfree);
 static int n_active;
+/* What it calls above it (client_hooks.h), installed at start. */
+const struct client_hooks *client_hooks;
 static uint64_t next_client_id = 1;
 
 static int n_over_limit; /* accepted beyond a limit (refused_by), awaiting refusal */
@@ -125,6 +128,18 @@ static void format_peer(const struct sockaddr *addr, char *buf, size_t len)
 	}
 }
 
+/* The peer uid of an accepted unix-socket connection (SO_PEERCRED), -1 if
+ * unknown: who may run admin commands with auth_mode = none (admin.h). */
+static int64_t peer_uid(int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof(cred))
+		return -1;
+	return (int64_t)cred.uid;
+}
+
 int64_t client_max_unauth(void)
 {
 	int64_t n = g.cfg.max_unauth_conn ? g.cfg.max_unauth_conn : g.cfg.max_client_conn / 2;
@@ -168,9 +183,9 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 		(uint64_t)(g.nworkers > 1 ? g.worker_id : 0);
 	c->state = CL_NEW;
 	c->compressor = c->msg_compressor = -1;
-	request_owner_init(&c->owner, c->id, &client_owner_ops);
+	request_owner_init(&c->owner, c->id, client_hooks->owner_ops);
 	format_peer(addr, c->peer, sizeof(c->peer));
-	c->peer_uid = addr->sa_family == AF_UNIX ? admin_peer_uid(fd) : -1;
+	c->peer_uid = addr->sa_family == AF_UNIX ? peer_uid(fd) : -1;
 	if (addr->sa_family != AF_UNIX)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (!sbuf_accept(&c->sb, g.base, fd, sbuf_cb_client, c) ||
@@ -217,10 +232,10 @@ static void close_reason(struct client *c, struct log_rl *rl, const char *fmt, v
 		client_log_rl(rl, LOG_LVL_INFO, c, "closing: %s", reason);
 	else
 		client_info(c, "closing: %s", reason);
-	awaithello_client_closed(c);
+	client_hooks->closing(c);	      /* its held hello */
 	request_owner_abandon_all(&c->owner); /* each request's abandon callback */
 	pin_owner_closed(&c->owner);	      /* LB pins: kill/abort on the pinned connection */
-	cursor_client_closed(c->id);	      /* kills its open cursors on the backend */
+	client_hooks->closed(c);	      /* kills its open cursors on the backend */
 	sticky_owner_closed(&c->owner);
 	pool_owner_fini(&c->owner); /* pool/'s part of the owner, once both let go */
 	sbuf_close(&c->sb);
@@ -255,7 +270,7 @@ void client_free_deferred(void)
 		client_account_stop(c);
 		sbuf_free(&c->sb);
 		event_free(c->resume_ev);
-		cauth_client_free(c);
+		client_hooks->freed(c); /* its login state */
 		free(c);
 	}
 }
@@ -275,7 +290,7 @@ static bool may_parse(const struct client *c)
 /* At max_buffer_bytes: does c hold its share (its socket is then not read)? */
 static bool memory_heavy(const struct client *c)
 {
-	return membound_heavy(c->io_bytes + c->req_bytes);
+	return membound_heavy(c->io_bytes + c->req_bytes, n_active);
 }
 
 int client_running(const struct client *c)
@@ -291,8 +306,8 @@ bool client_may_dispatch(const struct client *c)
 
 	if (c->state != CL_ACTIVE)
 		return true; /* its replies are dropped */
-	if (membound_paused() && membound_share() < limit)
-		limit = membound_share(); /* proxy/membound.h */
+	if (membound_paused() && membound_share(n_active) < limit)
+		limit = membound_share(n_active); /* proxy/membound.h */
 	if (out >= limit)
 		return false;
 	running = client_running(c);
@@ -354,13 +369,13 @@ static void process_input(struct client *c)
 			set_reading(c, !c->memory_held);
 			return;
 		case WIRE_FRAME_BAD:
-			client_framing_lost(c, len, hdr, avail);
+			client_hooks->framing_lost(c, len, hdr, avail);
 			break;
 		case WIRE_FRAME_READY:
 			c->partial_since_usec = 0;
 			msg = evpool_get();
 			evbuffer_remove_buffer(in, msg, (size_t)len);
-			client_handle_message(c, &msg, (size_t)len); /* may take msg */
+			client_hooks->message(c, &msg, (size_t)len); /* may take msg */
 			evpool_put(msg);
 			break;
 		}

@@ -100,8 +100,14 @@ TAILQ_HEAD(client_list, client);
 extern const struct request_ops client_request_ops;
 extern const struct request_owner_ops client_owner_ops;
 struct request *client_request_new(struct client *c);
+
 /* The client a request belongs to, NULL when it has none (any more). */
-struct client *client_of(const struct request *req);
+static inline struct client *client_of(const struct request *req)
+{
+	if (req->owner == NULL)
+		return NULL;
+	return (struct client *)((char *)req->owner - offsetof(struct client, owner));
+}
 
 /* Take over an accepted socket. */
 void client_accept(int fd, const struct sockaddr *addr, int addrlen);

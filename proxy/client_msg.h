@@ -1,6 +1,7 @@
 /*
  * client_msg.h — handling one complete client message (proxy/client_msg.c);
- * private to the client: proxy/client.c frames the input and calls these.
+ * private to the client: proxy/client.c frames the input and calls these
+ * through its hooks (proxy/client_hooks.h: message, framing_lost).
  */
 #pragma once
 

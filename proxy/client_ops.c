@@ -22,20 +22,13 @@
 #include "pool/server.h"
 #include "proxy/cauth.h"
 #include "proxy/client_compress.h"
-#include "proxy/cursor.h"
+#include "proxy/client_hooks.h"
 #include "proxy/membound.h"
 #include "core/wire.h"
 #include "core/evpool.h"
 #include "core/xalloc.h"
 #include "pool/route.h"
 #include "proxy/client_req.h"
-
-struct client *client_of(const struct request *req)
-{
-	if (req->owner == NULL)
-		return NULL;
-	return (struct client *)((char *)req->owner - offsetof(struct client, owner));
-}
 
 static struct client *owner_client(const struct request_owner *o)
 {
@@ -106,7 +99,7 @@ static void reply(struct server *s, struct request *req, struct evbuffer *buf, u
 		return;
 	}
 	if (!pin_on_reply(s, req, &m->body) || /* load-balanced pins; false: answered there */
-	    cursor_on_reply(req, m)) {	       /* cursor table; true: it answered the client */
+	    client_hooks->reply(req, m)) {     /* cursor table; true: it answered the client */
 		server_release(s);
 		return;
 	}
@@ -132,7 +125,8 @@ static void release(struct request *req)
 /* proxy/'s part of a request (client_req.h): what freeing it releases. */
 static void client_part_fini(struct request *req)
 {
-	cursor_note_free(req->client->cursor);
+	if (req->client->cursor != NULL) /* the cursor table's (cursor_note_free) */
+		client_hooks->note_free(req->client->cursor);
 	req->client->cursor = NULL;
 	if (req->client->hello_cmd != NULL)
 		bson_destroy(req->client->hello_cmd);

@@ -44,21 +44,24 @@ struct cursor_note;
 bool cursor_admit(struct request *req, const struct wire_msg *m)
     __attribute__((warn_unused_result));
 
-/* A backend reply to a forwarded request, before it goes to the client:
- * records the cursor it opened, forgets the cursors it closed. true: this
- * module answered the request itself (merged killCursors reply); the caller
- * must not deliver the raw reply. */
+/* A backend reply to a forwarded request, before it goes to the client
+ * (client_ops.c, through client_hooks.h): records the cursor it opened,
+ * forgets the cursors it closed. true: this module answered the request
+ * itself (merged killCursors reply); the caller must not deliver the raw
+ * reply. */
 bool cursor_on_reply(struct request *req, const struct wire_msg *reply)
     __attribute__((warn_unused_result));
 
-/* The client went away: its cursors leave the table and are killed on the
- * backend (one killCursors per namespace and CURSOR_KILL_CHUNK ids). */
+/* The client went away (client_close, through client_hooks.h): its cursors
+ * leave the table and are killed on the backend (one killCursors per
+ * namespace and CURSOR_KILL_CHUNK ids). */
 void cursor_client_closed(uint64_t client_id);
 
 /* The same while the client stays (its user changed): `why` for the log. */
 void cursor_client_dropped(uint64_t client_id, const char *why);
 
-/* request_free: drop what the request's reply would have updated. */
+/* request_free (the client part's fini, through client_hooks.h): drop what
+ * the request's reply would have updated. */
 void cursor_note_free(struct cursor_note *note);
 
 /* The table itself (id, ns → owner, pool): proxy/cursor_table.h. */

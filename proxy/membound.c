@@ -3,7 +3,9 @@
  * hysteresis, and a deferred event that tells the clients (see membound.h);
  * and the client socket buffers' accounting that feeds it (bytes in and out
  * for mongoplexShow clients, the output's progress for
- * client_write_timeout_ms).
+ * client_write_timeout_ms). A leaf: it reads struct client's fields and
+ * calls no other file of proxy/ (the clients are told through the function
+ * of membound_set_tell).
  */
 #include "proxy/membound.h"
 
@@ -19,6 +21,7 @@ static int64_t bytes;	   /* everything counted, see membound.h */
 static bool paused;	   /* at the bound: heavy clients are not read */
 static bool told_paused;   /* the state the clients were last told */
 static struct event *tell; /* deferred: never stop/resume clients inside a buffer callback */
+static void (*tell_fn)(bool paused); /* who is told (membound_set_tell) */
 
 static void tell_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -29,7 +32,13 @@ static void tell_cb(evutil_socket_t fd, short what, void *arg)
 	if (told_paused == paused)
 		return;
 	told_paused = paused;
-	client_memory_paused(paused);
+	if (tell_fn != NULL)
+		tell_fn(paused);
+}
+
+void membound_set_tell(void (*fn)(bool paused))
+{
+	tell_fn = fn;
 }
 
 /* A client can make the bound flap (fill, drain, fill): both lines are
@@ -72,16 +81,14 @@ bool membound_paused(void)
 	return paused;
 }
 
-size_t membound_share(void)
+size_t membound_share(int clients)
 {
-	int n = client_count();
-
-	return (size_t)g.cfg.max_buffer_bytes / (size_t)(n > 0 ? n : 1);
+	return (size_t)g.cfg.max_buffer_bytes / (size_t)(clients > 0 ? clients : 1);
 }
 
-bool membound_heavy(size_t held)
+bool membound_heavy(size_t held, int clients)
 {
-	return paused && held >= membound_share();
+	return paused && held >= membound_share(clients);
 }
 
 int64_t membound_bytes(void)

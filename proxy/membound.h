@@ -33,9 +33,14 @@ void membound_add(int64_t delta);
 bool membound_paused(void);
 /* While paused: does a client holding `held` counted bytes hold its share
  * or more (a heavy client)? Always false when not paused. */
-bool membound_heavy(size_t held);
-/* A client's share while paused: max_buffer_bytes / clients connected. */
-size_t membound_share(void);
+bool membound_heavy(size_t held, int clients);
+/* A client's share while paused: max_buffer_bytes / `clients` (those
+ * connected: client.c, which asks, counts them). */
+size_t membound_share(int clients);
+/* Who is told, after the buffer callback that moved the count, that the
+ * bound was entered (true) or left: client_memory_paused, set at start
+ * (proxy_main), so that this file calls nothing above it. */
+void membound_set_tell(void (*tell)(bool paused));
 int64_t membound_bytes(void);
 /* max_buffer_bytes may have changed (reload). */
 void membound_apply_cfg(void);

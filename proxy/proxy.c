@@ -32,16 +32,25 @@
 #include "proxy/awaithello.h"
 #include "proxy/cauth.h"
 #include "proxy/client.h"
+#include "proxy/client_hooks.h"
 #include "proxy/listener.h"
 #include "proxy/membound.h"
 #include "proxy/metrics.h"
 #include "proxy/reload.h"
+#include "proxy/stats_report.h"
 #include "proxy/wctl.h"
 #include "core/evpool.h"
 #include "core/stats.h"
 #include "core/topover.h"
 #include "core/wstats.h"
 #include "version.h"
+
+/* The janitor's work in proxy/ (proxy/janitor.h), in its order there. */
+static const struct janitor_tasks janitor_tasks = {
+    .clients = client_janitor,
+    .publish = stats_publish,
+    .free_clients = client_free_deferred,
+};
 
 static struct event *sig_hup, *sig_term, *sig_int, *drain_ev;
 static uint64_t quiesce_end_usec; /* SIGTERM + shutdown_quiesce_ms */
@@ -240,7 +249,9 @@ int proxy_main(struct cfg *cfg, const char *cfg_path)
 		wctl_attach(g.ctl_fd);
 	}
 	awaithello_init();
-	janitor_start();
+	client_hooks_install();
+	membound_set_tell(client_memory_paused);
+	janitor_start(&janitor_tasks);
 	if (!client_tls_start(err, sizeof(err)))
 		fatal("%s", err);
 	if (!listener_start(err, sizeof(err)))

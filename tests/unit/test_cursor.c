@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "proxy/client.h"
+#include "proxy/client_hooks.h"
 #include "proxy/cursor.h"
 #include "proxy/cursor_table.h"
 #include "core/request.h"
@@ -115,6 +116,7 @@ static struct client *fake_client(uint64_t id)
 {
 	struct client *c = calloc(1, sizeof(*c));
 
+	client_hooks_install(); /* a request's cursor note is freed through it */
 	c->id = id;
 	c->state = CL_JUSTFREE; /* answers are dropped by client_send */
 	request_owner_init(&c->owner, id, &client_owner_ops);
