@@ -32,6 +32,7 @@
 #include "core/xalloc.h"
 #include "pool/batch_ids.h"
 #include "pool/batch_int.h"
+#include "pool/batch_key.h"
 #include "pool/batch_sizes.h"
 #include "pool/gate.h"
 #include "pool/pool.h"
@@ -76,72 +77,14 @@ void batch_lookup_free(struct lookup *lk)
 	free(lk);
 }
 
-/* The fields that must agree for lookups to merge, copied into the query. */
-static const char *const key_fields[] = {"projection", "readConcern", "$readPreference",
-					 "maxTimeMS", NULL};
-#define N_KEY_FIELDS 4
-
-/* Where a body's key fields are: each one's raw element (type, key, value)
- * inside the body, NULL when absent; extra_len: the bytes of the document
- * holding them (header and EOO included). */
-struct key_parts {
-	const uint8_t *elem[N_KEY_FIELDS];
-	size_t len[N_KEY_FIELDS];
-	size_t extra_len;
-};
-
-/* One cheap pass over the validated body (wire_parse_msg; classify refused
- * duplicate keys): no iterator, no copy. */
-static void key_parts(const bson_t *body, struct key_parts *kp)
-{
-	struct bsonval_it it;
-
-	memset(kp, 0, sizeof(*kp));
-	kp->extra_len = 5;
-	bsonval_it_init(&it, bson_get_data(body));
-	while (bsonval_it_next(&it))
-		for (int i = 0; key_fields[i]; i++)
-			if (kp->elem[i] == NULL && it.key[0] == key_fields[i][0] &&
-			    strcmp(it.key, key_fields[i]) == 0) {
-				kp->elem[i] = (const uint8_t *)it.key - 1;
-				kp->len[i] = (size_t)(it.value + it.vlen - kp->elem[i]);
-				kp->extra_len += kp->len[i];
-				break;
-			}
-}
-
-static size_t key_len(const struct key_parts *kp, const char *db, const char *coll)
-{
-	return strlen(db) + 1 + strlen(coll) + 1 + kp->extra_len;
-}
-
-/* The key (key_len bytes): db NUL coll NUL, then the document of the key
- * fields in key_fields order, so equal lookups give equal keys (the bytes
- * bson_append_iter of each field would give). */
-static void key_write(const struct key_parts *kp, const char *db, const char *coll, char *out)
-{
-	size_t dl = strlen(db) + 1, cl = strlen(coll) + 1, pos = dl + cl + 4;
-	uint32_t le = BSON_UINT32_TO_LE((uint32_t)kp->extra_len);
-
-	memcpy(out, db, dl);
-	memcpy(out + dl, coll, cl);
-	memcpy(out + dl + cl, &le, 4);
-	for (int i = 0; i < N_KEY_FIELDS; i++)
-		if (kp->elem[i] != NULL) {
-			memcpy(out + pos, kp->elem[i], kp->len[i]);
-			pos += kp->len[i];
-		}
-	out[pos] = 0;
-}
-
 /* The batch's key, and `extra` (inside the key) for the merged query. */
 static void build_key(const struct key_parts *kp, struct batch *b)
 {
 	size_t off = strlen(b->db) + 1 + strlen(b->coll) + 1;
 
-	b->keylen = key_len(kp, b->db, b->coll);
+	b->keylen = batch_key_len(kp, b->db, b->coll);
 	b->key = xmalloc(b->keylen);
-	key_write(kp, b->db, b->coll, b->key);
+	batch_key_write(kp, b->db, b->coll, b->key);
 	if (!bson_init_static(&b->extra, (const uint8_t *)b->key + off, kp->extra_len))
 		bson_init(&b->extra); /* cannot happen: the bytes were written as a document */
 }
@@ -390,10 +333,10 @@ static struct batch *join_or_open(struct request *req, const bson_t *body, const
 	size_t len;
 	struct batch *b;
 
-	key_parts(body, &kp);
-	len = key_len(&kp, pr->db, pr->coll);
+	batch_key_parts(body, &kp);
+	len = batch_key_len(&kp, pr->db, pr->coll);
 	key = len <= sizeof(stack_key) ? stack_key : xmalloc(len);
-	key_write(&kp, pr->db, pr->coll, key);
+	batch_key_write(&kp, pr->db, pr->coll, key);
 	b = find_open(key, len, req);
 	if (key != stack_key)
 		free(key);
