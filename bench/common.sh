@@ -1,8 +1,9 @@
 # bench/common.sh — shell functions shared by bench/run.sh, bench/profile.sh,
-# bench/tls.sh, bench/ceiling.sh and bench/workers.sh (sourced, not run): free ports, waiting
-# for a listener, starting the backend they measure against, starting a
-# mongoplex (start_ini_proxy), reading a process's CPU time (cpu_ticks), and
-# the scaffolding of bench/ceiling.sh and bench/workers.sh (bench_init).
+# bench/tls.sh, bench/ceiling.sh, bench/workers.sh and bench/threads_vs_procs.sh
+# (sourced, not run): free ports, waiting for a listener, starting the backend
+# they measure against, starting a mongoplex (start_ini_proxy), reading a
+# process's CPU time (cpu_ticks), and the scaffolding of bench/ceiling.sh and
+# bench/workers.sh (bench_init).
 #
 # The caller defines log() and die() and sets ROOT (the checkout), OUT (its
 # output folder) and these (defaults in brackets):
