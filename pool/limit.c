@@ -17,6 +17,10 @@
 #define CLIMB_STEP    0.15 /* the climber's step, x its limit */
 #define CLIMB_TURN    0.02 /* a window this much worse turns it round */
 #define CLIMB_WINDOW  64   /* completions a window, at least */
+#define CLIMB_USEC                                                                                 \
+	50000 /* and at least this long: a fast backend's windows                                  \
+	       * of 64 completions last 2 ms, which scheduling                                     \
+	       * noise decides */
 
 int limit_class(int ids)
 {
@@ -201,10 +205,7 @@ static void climb_step(struct climit *l, double rate)
 	next = c * (1.0 + CLIMB_STEP * l->climb.dir);
 	if (next - c < 1.0 && next - c > -1.0)
 		next = c + l->climb.dir; /* small limits still move */
-	if (next <= bounded(l, l->min_limit))
-		l->climb.dir = 1;
-	if (next >= bounded(l, l->ceiling))
-		l->climb.dir = -1;
+	/* at a bound it stays (clamped below) until a window delivers less */
 	if (next > l->limit + 1.0)
 		next = l->limit + 1.0; /* never above the latency term */
 	l->climb.limit = bounded(l, next);
@@ -224,7 +225,7 @@ static void climb_sample(struct climit *l, uint64_t now, int ids, bool dropped, 
 		return;
 	}
 	l->climb.work += dropped ? 0.0 : ids > 0 ? (double)ids : 1.0;
-	if (++l->climb.n < want || now <= l->climb.t0)
+	if (++l->climb.n < want || now < l->climb.t0 + CLIMB_USEC)
 		return;
 	if (l->climb.max_inflight >= lim) {
 		climb_step(l, l->climb.work * 1e6 / (double)(now - l->climb.t0));

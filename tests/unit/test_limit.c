@@ -95,8 +95,9 @@ Test(limit, constant_latency_grows_to_ceiling)
 	sim_init(&s, 100);
 	cr_assert_eq(limit_value(&s.l), MIN_LIMIT);
 	/* throughput grows with every request let in: the latency term and
-	 * the climber both go up, 15 % a window of 4 x limit completions */
-	sim_run(&s, &b, 10000, 1000, 0, 0);
+	 * the climber both go up, 15 % a window (of 4 x limit completions and
+	 * 50 ms: about 50 x limit completions at this 1 ms latency) */
+	sim_run(&s, &b, 80000, 1000, 0, 0);
 	cr_assert_eq(limit_value(&s.l), 100, "limit %d", limit_value(&s.l));
 	cr_assert_eq(limit_min_rtt(&s.l), 1000);
 }
@@ -128,7 +129,7 @@ Test(limit, errors_shrink)
 	struct sim s;
 
 	sim_init(&s, 100);
-	sim_run(&s, &b, 10000, 1000, 0, 0);
+	sim_run(&s, &b, 80000, 1000, 0, 0);
 	cr_assert_eq(limit_value(&s.l), 100);
 	for (int i = 0; i < 400; i++) {
 		s.now += 100;
@@ -185,7 +186,7 @@ Test(limit, long_round_trip_fills_the_pipe)
 	struct sim s;
 
 	sim_init(&s, 200);
-	sim_run(&s, &b, 40000, 1000, 0, 0);
+	sim_run(&s, &b, 150000, 1000, 0, 0);
 	cr_assert_geq(sim_mean(&s), 70, "mean limit %.1f", sim_mean(&s));
 }
 
@@ -195,7 +196,7 @@ Test(limit, reconfigure_clamps)
 	struct sim s;
 
 	sim_init(&s, 100);
-	sim_run(&s, &b, 2000, 1000, 0, 0);
+	sim_run(&s, &b, 80000, 1000, 0, 0);
 	climit_configure(&s.l, TOL, MIN_LIMIT, 10);
 	cr_assert_eq(limit_value(&s.l), 10);
 	climit_configure(&s.l, TOL, 20, 10); /* min above the ceiling: the ceiling wins */
