@@ -23,6 +23,8 @@
 #   BUILD_DIR [build-prof]  BUILD [1] (cmake RelWithDebInfo, the default build type)
 #   MONGOPLEX_BIN [$BUILD_DIR/mongoplex]   OUT [bench/out/profile-<timestamp>]
 #   MONGOPLEX_POOL_SIZE [4]  BATCH_MAX_IDS [100]   (as bench/run.sh)
+#   EXTRA_INI []                     more lines for mongoplex's config, e.g.
+#                                    "batch_hold_us = 0"
 #   BACKEND [java]  BACKEND_URI []   the server, as bench/run.sh (bench/common.sh)
 # Output: a table on stdout (also OUT/profile.txt); callgrind dumps and
 # callgrind_annotate listings (OUT/annotate-MODE.txt), strace summaries.
@@ -96,6 +98,7 @@ pool_size = $MONGOPLEX_POOL_SIZE
 batching = $1
 batch_max_ids = $BATCH_MAX_IDS
 log_level = warning
+${EXTRA_INI:-}
 EOF
 }
 
