@@ -14,7 +14,7 @@
  *                   every worker (each reloads whole or not at all)
  *   SIGTERM/SIGINT  sent on; the master exits when every worker has
  *   worker exits    logged (pid, code or signal) and restarted, at most
- *                   RESTARTS_PER_SEC a second; a worker that exits before
+ *                   WORKERS_RESTARTS_PER_SEC a second; a worker that exits before
  *                   it ever listened is retried with backoff, and after
  *                   START_FAILURES in a row the master stops all, exits 1
  *   readiness       sd_notify READY=1 once every worker listens
@@ -48,8 +48,7 @@
 #include "proxy/reload.h"
 #include "proxy/wctl_master.h"
 
-#define RESTARTS_PER_SEC 5
-#define START_FAILURES	 5
+#define START_FAILURES 5
 
 struct worker {
 	pid_t pid;	       /* 0: not running */
@@ -63,8 +62,7 @@ static struct cfg *master_cfg; /* the file's settings, as the workers run them *
 static const char *master_path;
 static sigset_t master_set, old_set;
 static bool stopping, notified;
-static uint64_t window_usec; /* restart-rate window start */
-static int window_restarts;
+static struct workers_restart_window window; /* the restart-rate window */
 
 static void notify(const char *state)
 {
@@ -176,11 +174,27 @@ static int running(void)
 	return n;
 }
 
+uint64_t workers_restart_delay(struct workers_restart_window *w, uint64_t now_usec,
+			       int start_failures)
+{
+	uint64_t delay = 0;
+
+	if (start_failures > 0)
+		delay = 100000ULL << (start_failures < 20 ? start_failures : 20); /* 0.2 s, ... */
+	if (now_usec - w->start_usec >= 1000000) {
+		w->start_usec = now_usec;
+		w->restarts = 0;
+	}
+	if (++w->restarts > WORKERS_RESTARTS_PER_SEC && delay < 1000000)
+		delay = 1000000;
+	return delay;
+}
+
 /* A worker ended: log it, and unless stopping, plan its restart. */
 static void worker_ended(int i, int st)
 {
 	bool listened = wstats_slot(i)->ready != 0;
-	uint64_t now = proxy_tick(), delay = 0;
+	uint64_t now = proxy_tick(), delay;
 
 	if (WIFSIGNALED(st))
 		log_error("workers: worker %d (pid %d) killed by signal %d", i, (int)ws[i].pid,
@@ -205,14 +219,10 @@ static void worker_ended(int i, int st)
 		send_all(SIGTERM);
 		return;
 	}
-	if (ws[i].start_failures > 0)
-		delay = 100000ULL << ws[i].start_failures; /* 0.2 s, 0.4 s, ... */
-	if (now - window_usec >= 1000000) {
-		window_usec = now;
-		window_restarts = 0;
-	}
-	if (++window_restarts > RESTARTS_PER_SEC && delay < 1000000)
-		delay = 1000000;
+	delay = workers_restart_delay(&window, now, ws[i].start_failures);
+	if (delay >= 1000000 && ws[i].start_failures == 0)
+		log_warning("workers: more than %d restarts in a second; worker %d restarts in 1 s",
+			    WORKERS_RESTARTS_PER_SEC, i);
 	ws[i].restart_usec = now + delay;
 	wstats_slot(i)->restarts++;
 }

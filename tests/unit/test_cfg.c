@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "config/cfg.h"
+#include "proxy/workers.h"
 
 #define EXAMPLE_PATH MP_SOURCE_DIR "/config/mongoplex.ini"
 
@@ -511,4 +512,28 @@ Test(cfg, help_lists_every_setting)
 		cr_assert_not_null(strstr(text, keys[i].name), "--help-config lacks %s",
 				   keys[i].name);
 	free(text);
+}
+
+/* The workers master's restart rule (proxy/workers.c): a worker that had
+ * listened is forked again at once, at most 5 in a one-second window, the
+ * rest 1 s later; one that failed before listening waits 0.2 s, 0.4 s, ...
+ * (the rate rule never shortens that). */
+Test(cfg, workers_restart_rate_bound)
+{
+	struct workers_restart_window w = {0, 0};
+	uint64_t t = 5000000;
+
+	for (int i = 0; i < WORKERS_RESTARTS_PER_SEC; i++)
+		cr_assert_eq(workers_restart_delay(&w, t + (uint64_t)i * 100000, 0), 0,
+			     "restart %d of the window goes at once", i + 1);
+	cr_assert_eq(workers_restart_delay(&w, t + 600000, 0), 1000000, "the 6th waits 1 s");
+	cr_assert_eq(workers_restart_delay(&w, t + 700000, 0), 1000000);
+	cr_assert_eq(workers_restart_delay(&w, t + 1000000, 0), 0, "a new window");
+	cr_assert_eq(workers_restart_delay(&w, t + 3000000, 1), 200000, "1 start failure: 0.2 s");
+	cr_assert_eq(workers_restart_delay(&w, t + 3000001, 2), 400000);
+	cr_assert_eq(workers_restart_delay(&w, t + 3000002, 4), 1600000);
+	for (int i = 0; i < 5; i++)
+		(void)workers_restart_delay(&w, t + 3000003 + (uint64_t)i, 0);
+	cr_assert_eq(workers_restart_delay(&w, t + 3000100, 4), 1600000,
+		     "over the rate: still the longer of the two");
 }
