@@ -201,7 +201,9 @@ static const struct cfg_key keys[] = {
     {"batch_hold_us", CFG_INT, OFF(batch_hold_us), "1000", 0, 1000000, true, "batching",
      "Under load, a batch waiting in the queue goes to a free backend connection once it holds "
      "its share of the pool's lookups (the lookups queued and in flight divided by the "
-     "requests the pool may run at once), or after waiting this long: every query then "
+     "requests the pool may run at once), or after waiting about this long (at most about "
+     "twice: the pools are looked at again this long after a connection went idle): every "
+     "query then "
      "carries about as many ids as the others, instead of one large batch and many single "
      "lookups. Only while other requests of the pool are in flight; 0: a free connection "
      "takes whatever has joined."},

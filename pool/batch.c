@@ -115,8 +115,6 @@ void batch_free(struct batch *b)
 	close_batch(b);
 	if (b->timer)
 		event_free(b->timer);
-	if (b->hold)
-		event_free(b->hold);
 	free_found(b);
 	if (b->have_ct)
 		bson_value_destroy(&b->cluster_time);
@@ -214,38 +212,16 @@ static struct batch *batch_open(const struct key_parts *kp, const char *db, cons
 
 /* ---- holding a queued batch for its share (batch_hold_us) ------------ */
 
-/* A held batch that may now start goes to an idle connection, if any. */
+/* A member joined a queued batch: if it now holds its share (or is full)
+ * and a connection is idle (it was held back), it goes. */
 static void release_held(struct batch *b)
 {
 	struct pool *p = b->req->route->pool;
 
-	if (b->hold == NULL || !request_waiting(b->req) || p == NULL || TAILQ_EMPTY(&p->idle) ||
+	if (!request_waiting(b->req) || p == NULL || TAILQ_EMPTY(&p->idle) ||
 	    !pool_gate_share(b->req, p))
 		return;
 	pool_fill_idle(p);
-}
-
-static void hold_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct batch *b = arg;
-
-	(void)fd;
-	(void)what;
-	proxy_tick();
-	release_held(b);
-}
-
-/* Queued behind busy connections: at the latest batch_hold_us from its
- * opening, a held batch is looked at again. */
-static void hold_arm(struct batch *b)
-{
-	struct timeval tv = {0, (suseconds_t)g.cfg.batch_hold_us};
-
-	if (g.cfg.batch_hold_us == 0 || !request_waiting(b->req))
-		return;
-	if (b->hold == NULL)
-		b->hold = evtimer_new(g.base, hold_cb, b);
-	evtimer_add(b->hold, &tv);
 }
 
 static void add_member(struct batch *b, struct request *req)
@@ -367,7 +343,6 @@ static void schedule(struct batch *b, bool fresh, bool idle)
 		evtimer_add(b->timer, &tv);
 	} else if (fresh) {
 		pool_submit(b->req); /* queued: accumulates until a connection frees up */
-		hold_arm(b);
 	} else if (!b->open && b->timer != NULL && evtimer_pending(b->timer, NULL)) {
 		evtimer_del(b->timer); /* filled up while waiting: go now */
 		pool_submit(b->req);
@@ -451,8 +426,6 @@ void batch_seal(struct request *req)
 	close_batch(b);
 	if (b->timer)
 		evtimer_del(b->timer);
-	if (b->hold)
-		evtimer_del(b->hold);
 	TAILQ_FOREACH(m, &b->members.list, queue_link)
 		hist_observe(&hist_batch_wait_ms, (double)(g.now_usec - m->enqueued_usec) / 1000.0);
 	all = xmalloc(sizeof(*all) * (size_t)(b->nids ? b->nids : 1));

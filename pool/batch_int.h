@@ -47,7 +47,6 @@ struct batch {
 	bool open;    /* accepting members */
 	TAILQ_ENTRY(batch) open_link;
 	struct event *timer; /* batch_max_wait_us with an idle backend */
-	struct event *hold;  /* batch_hold_us: queued, waiting for its share */
 	int64_t cursor_id;
 	struct batch_ids_doc *found; /* data: copies owned here */
 	int nfound, capfound;

@@ -67,6 +67,7 @@ struct pool {
 	struct pool *parent;
 	struct pool_user *user;
 	bool empty_seen; /* empty at the last sweep (pool_users.c) */
+	bool recheck;	 /* a connection went idle beside held waiters (pool_dispatch.c) */
 	/* Maintenance (pool/pool_pause.h): a member pool paused on its own (a
 	 * child follows its member), since when, the pause's completion logged;
 	 * the generation new connections get (reconnect raises it). */

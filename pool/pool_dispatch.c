@@ -14,6 +14,7 @@
  */
 #include "pool/pool.h"
 
+#include <event2/event.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -231,6 +232,46 @@ void pool_submit(struct request *req)
 	pool_connect_for_waiters(p);
 }
 
+/* A connection went idle while requests wait that the gate held back (a
+ * merged batch short of its share, batch_hold_us): one timer for the whole
+ * process looks at such pools again batch_hold_us later, so a held batch
+ * goes at the latest about twice its hold after it opened even when nothing
+ * else happens on its pool (joins and completions look at it sooner). */
+static struct event *recheck_ev;
+
+static void recheck_one(struct pool *p, void *arg)
+{
+	(void)arg;
+	if (!p->recheck)
+		return;
+	p->recheck = false;
+	pool_fill_idle(p);
+}
+
+static void recheck_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	proxy_tick();
+	pool_users_foreach(recheck_one, NULL);
+	for (int i = 0; i < pool_count(); i++)
+		recheck_one(pool_at(i), NULL);
+}
+
+static void recheck_arm(struct pool *p)
+{
+	struct timeval tv = {0, (suseconds_t)g.cfg.batch_hold_us};
+
+	if (g.cfg.batch_hold_us == 0)
+		return;
+	p->recheck = true;
+	if (recheck_ev == NULL)
+		recheck_ev = evtimer_new(g.base, recheck_cb, NULL);
+	if (recheck_ev != NULL && !evtimer_pending(recheck_ev, NULL))
+		evtimer_add(recheck_ev, &tv);
+}
+
 void pool_server_idle(struct server *s)
 {
 	struct pool *p = s->pool;
@@ -245,6 +286,8 @@ void pool_server_idle(struct server *s)
 	if (req == NULL) {
 		server_set_state(s, SV_IDLE);
 		s->idle_since_usec = g.now_usec;
+		if (waitq_count(&p->waiting) > 0)
+			recheck_arm(p);
 		return;
 	}
 	dispatch(s, req);
