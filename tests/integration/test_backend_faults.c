@@ -997,6 +997,16 @@ Test(backend_faults, backend_goes_away_mid_run)
 		assert_error(&reply, 6, "HostUnreachable", "request while the backend is away");
 		bson_destroy(&reply);
 	}
+	/* lookups while it is away: with no connection each opens a merged
+	 * batch, which the pool fails at once and frees inside its submit (an
+	 * ASan build caught a use of that freed batch after the submit) */
+	for (int i = 0; i < N; i++) {
+		bf_call(fds[i], "{\"find\": \"c\", \"filter\": {\"_id\": 7}, \"$db\": \"bf\"}",
+			&reply, "lookup while the backend is away");
+		assert_error(&reply, 6, "HostUnreachable", "lookup while the backend is away");
+		bson_destroy(&reply);
+	}
+	proxy_assert_alive(p, "after lookups with the backend away");
 
 	/* it comes back on the same port: the pool recovers */
 	f = fake_start_cfg(port, &dflt);
