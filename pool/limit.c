@@ -66,6 +66,7 @@ void climit_init(struct climit *l, double tolerance, int min_limit, int ceiling,
 	l->saved_limit = start;
 	l->climb.limit = start;
 	l->climb.dir = 1;
+	l->climb.skip = 1; /* the first window starts at the first sample */
 	l->probe_interval_usec = probe_interval_usec;
 	climit_configure(l, tolerance, min_limit, ceiling);
 }

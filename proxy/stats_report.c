@@ -202,14 +202,16 @@ bool stats_pool_shown(const struct pool *p)
 
 /* adaptive_concurrency (pool/limit.h): the limit the gate applies now
  * (pool_size when off), its two terms (the latency term, the throughput
- * climber: the smaller is in force), its idle round-trip estimate, what is
- * in flight. */
+ * climber: the smaller is in force; 0 when off), its idle round-trip
+ * estimate, what is in flight. */
 static void limit_to_bson(bson_t *doc, const struct pool *p)
 {
 	BSON_APPEND_BOOL(doc, "adaptive", g.cfg.adaptive_concurrency);
 	BSON_APPEND_INT32(doc, "limit", pool_gate_limit(p));
-	BSON_APPEND_INT32(doc, "limitLatency", limit_gradient_value(&p->limit));
-	BSON_APPEND_INT32(doc, "limitClimb", limit_climb_value(&p->limit));
+	BSON_APPEND_INT32(doc, "limitLatency",
+			  g.cfg.adaptive_concurrency ? limit_gradient_value(&p->limit) : 0);
+	BSON_APPEND_INT32(doc, "limitClimb",
+			  g.cfg.adaptive_concurrency ? limit_climb_value(&p->limit) : 0);
 	BSON_APPEND_INT64(doc, "minRttMicros", (int64_t)limit_min_rtt(&p->limit));
 	BSON_APPEND_INT32(doc, "inflight", p->inflight);
 	BSON_APPEND_INT32(doc, "inflightIds", p->inflight_ids);
