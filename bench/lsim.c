@@ -299,7 +299,12 @@ static void on_trace(struct sim *s, double t)
 	double qps = (s->completed - s->trace_done) / s->cfg->trace_every_s;
 
 	s->trace_done = s->completed;
-	s->cfg->trace(s->cfg->trace_arg, t, limit_of(s, 0), s->px[0].inflight, qps);
+	if (s->cfg->trace)
+		s->cfg->trace(s->cfg->trace_arg, t, limit_of(s, 0), s->px[0].inflight, qps);
+	if (s->cfg->trace_proxy)
+		for (int p = 0; p < s->cfg->proxies; p++)
+			s->cfg->trace_proxy(s->cfg->trace_arg, t, p, &s->px[p].limit,
+					    s->px[p].inflight);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -339,7 +344,8 @@ static bool check(const struct lsim_cfg *c, char *err, int errlen)
 		why = "proxies: 1 to 4";
 	else if (c->ids < 1 || c->ids > 1000 || c->batch_max_ids < c->ids)
 		why = "ids: 1 to 1000, at most batch_max_ids";
-	else if (c->measure_s <= 0 || c->warm_s < 0 || c->think_us < 0 || c->rtt_us < 0)
+	else if (c->measure_s <= 0 || c->warm_s < 0 || c->think_us < 0 || c->rtt_us < 0 ||
+		 c->stagger_s < 0)
 		why = "negative or empty span";
 	if (why)
 		snprintf(err, (size_t)errlen, "%s", why);
@@ -396,10 +402,10 @@ bool lsim_run(const struct lsim_cfg *c, struct lsim_result *out, char *err, int 
 		climit_init(&s.px[p].limit, c->tolerance, c->min_limit, c->ceiling, c->min_limit,
 			    5000000);
 	}
-	/* clients start 10 µs apart, as threads do */
+	/* clients start 10 µs apart, as threads do (each proxy's stagger later) */
 	for (int i = 0; i < c->clients; i++)
-		push(&s, i * 10e-6, EV_SEND, i);
-	if (c->trace && c->trace_every_s > 0)
+		push(&s, i * 10e-6 + (i % c->proxies) * c->stagger_s, EV_SEND, i);
+	if ((c->trace || c->trace_proxy) && c->trace_every_s > 0)
 		push(&s, c->trace_every_s, EV_TRACE, 0);
 	end = c->warm_s + c->measure_s;
 	s.last_t = 0;

@@ -23,7 +23,9 @@
  *   - optional noise: each latency times exp(noise * N(0, 1)), from a seeded
  *     generator (the same seed, the same run);
  *   - optional run-time change: the curve becomes `curve2` at `switch_at_s`
- *     and the first one again at `back_at_s`.
+ *     and the first one again at `back_at_s`;
+ *   - optional stagger: proxy p's clients send their first query
+ *     p x `stagger_s` later (a proxy started after the others).
  */
 #pragma once
 
@@ -31,6 +33,8 @@
 #include <stdint.h>
 
 #include "bench/curve.h"
+
+struct climit;
 
 #define LSIM_MAX_PROXIES 4
 
@@ -55,6 +59,9 @@ struct lsim_cfg {
 	 * last interval (all proxies) */
 	void (*trace)(void *arg, double t, int limit, int inflight, double qps);
 	void *trace_arg;
+	/* trace, if set: every proxy's controller at each trace tick */
+	void (*trace_proxy)(void *arg, double t, int proxy, const struct climit *l, int inflight);
+	double stagger_s; /* proxy p's clients start p x stagger_s late */
 };
 
 struct lsim_result {
