@@ -10,7 +10,7 @@
  *       [--proxies N] [--rtt-us N] [--think-us N] [--noise SIGMA] [--seed N]
  *       [--batching] [--tolerance X] [--min-limit N] [--ceiling N]
  *       [--warm S] [--measure S] [--curve2 FILE --switch-at S --back-at S]
- *       [--stagger S] [--trace S]
+ *       [--stagger S] [--clock-skew S] [--trace S]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,13 +23,12 @@ static const int sizes[] = {1, 2, 4, 8, 12, 16, 20, 32, 50, 100};
 
 static void usage(void)
 {
-	fprintf(
-	    stderr,
-	    "usage: mongoplex-limitsim --curve FILE [--ids 1,10,20] [--clients N] "
-	    "[--proxies N] [--rtt-us N] [--think-us N] [--noise SIGMA] [--seed N] "
-	    "[--batching] [--tolerance X] [--min-limit N] [--ceiling N] [--warm S] "
-	    "[--measure S] [--curve2 FILE --switch-at S [--back-at S]] [--stagger S] [--trace S]\n"
-	    "A simulation of the adaptive limit (bench/lsim.h), not a measurement.\n");
+	fprintf(stderr, "usage: mongoplex-limitsim --curve FILE [--ids 1,10,20] [--clients N] "
+			"[--proxies N] [--rtt-us N] [--think-us N] [--noise SIGMA] [--seed N] "
+			"[--batching] [--tolerance X] [--min-limit N] [--ceiling N] [--warm S] "
+			"[--measure S] [--curve2 FILE --switch-at S [--back-at S]] [--stagger S] "
+			"[--clock-skew S] [--trace S]\n"
+			"A simulation of the adaptive limit (bench/lsim.h), not a measurement.\n");
 	exit(2);
 }
 
@@ -145,6 +144,8 @@ int main(int argc, char **argv)
 			cfg.back_at_s = atof(v);
 		else if (!strcmp(a, "--stagger"))
 			cfg.stagger_s = atof(v);
+		else if (!strcmp(a, "--clock-skew"))
+			cfg.clock_skew_s = atof(v);
 	}
 	if (path2) {
 		load(path2, &curve2);

@@ -272,7 +272,7 @@ static void on_reply(struct sim *s, int qi, double t)
 	px->inflight_ids -= q->ids;
 	s->backend_inflight--;
 	if (!s->cfg->fixed_limit)
-		limit_sample(&px->limit, (uint64_t)(t * 1e6) + 1000000,
+		limit_sample(&px->limit, (uint64_t)((t + p * s->cfg->clock_skew_s) * 1e6) + 1000000,
 			     (uint64_t)((t - q->start) * 1e6), q->ids, false, px->inflight);
 	for (int i = 0; i < q->nmembers; i++) {
 		int cl = q->members[i];
@@ -345,7 +345,7 @@ static bool check(const struct lsim_cfg *c, char *err, int errlen)
 	else if (c->ids < 1 || c->ids > 1000 || c->batch_max_ids < c->ids)
 		why = "ids: 1 to 1000, at most batch_max_ids";
 	else if (c->measure_s <= 0 || c->warm_s < 0 || c->think_us < 0 || c->rtt_us < 0 ||
-		 c->stagger_s < 0)
+		 c->stagger_s < 0 || c->clock_skew_s < 0)
 		why = "negative or empty span";
 	if (why)
 		snprintf(err, (size_t)errlen, "%s", why);

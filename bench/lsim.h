@@ -25,7 +25,9 @@
  *   - optional run-time change: the curve becomes `curve2` at `switch_at_s`
  *     and the first one again at `back_at_s`;
  *   - optional stagger: proxy p's clients send their first query
- *     p x `stagger_s` later (a proxy started after the others).
+ *     p x `stagger_s` later (a proxy started after the others);
+ *   - optional clock skew: proxy p's controller reads a clock p x
+ *     `clock_skew_s` ahead (proxies on different hosts).
  */
 #pragma once
 
@@ -61,7 +63,8 @@ struct lsim_cfg {
 	void *trace_arg;
 	/* trace, if set: every proxy's controller at each trace tick */
 	void (*trace_proxy)(void *arg, double t, int proxy, const struct climit *l, int inflight);
-	double stagger_s; /* proxy p's clients start p x stagger_s late */
+	double stagger_s;    /* proxy p's clients start p x stagger_s late */
+	double clock_skew_s; /* proxy p's clock reads p x clock_skew_s ahead */
 };
 
 struct lsim_result {

@@ -20,6 +20,19 @@
 /* ... and at least this long: at a fast backend's 28k q/s a window of 64
  * completions lasts 2 ms, which scheduling noise decides */
 #define CLIMB_USEC 50000
+/* The latency term's fairness allowance: target = limit x gradient + QUEUE
+ * (Gradient2's queue). A purely multiplicative law keeps whatever split
+ * several proxies had; with the allowance each settles where
+ * limit x (1 - gradient) = QUEUE, the same limit for every proxy that sees
+ * the same gradient */
+#define QUEUE 3.0
+/* A probe counts only requests started this many (pre-probe) round trips
+ * after it began: the other proxies' requests of before are out by then */
+#define PROBE_WAIT 2.0
+/* A probe raises a base by at most this factor: a probe that overlapped
+ * other proxies' load (their clocks apart) reads their queue as the base,
+ * and a base too high lets every proxy push the backend further */
+#define BASE_RISE_MAX 1.5
 
 int limit_class(int ids)
 {
@@ -109,6 +122,20 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Probes fall where now + phase_usec is a multiple of the interval: every
+ * proxy in front of the backend (every worker, every host with its clock
+ * synchronised) probes at the same moment, all at min_limit, so all take
+ * their bases from the same quiet backend */
+static uint64_t next_probe(const struct climit *l, uint64_t now)
+{
+	int64_t iv = (int64_t)l->probe_interval_usec,
+		r = ((int64_t)(now % (uint64_t)iv) + l->phase_usec % iv) % iv;
+
+	if (r < 0)
+		r += iv; /* (now + phase) mod interval */
+	return now + (uint64_t)(iv - r);
+}
+
 /* The probe ended: its minima are the bases of the classes it saw; the
  * others move by the median change of those. */
 static void probe_end(struct climit *l, uint64_t now)
@@ -130,16 +157,18 @@ static void probe_end(struct climit *l, uint64_t now)
 		factor = f[nf / 2];
 	}
 	for (int c = 0; c < CLIMIT_CLASSES; c++) {
-		if (fresh[c] != 0)
-			l->base[c] = fresh[c];
-		else if (l->base[c] != 0)
-			l->base[c] = (uint64_t)((double)l->base[c] * factor + 0.5);
+		double v = fresh[c] != 0 ? (double)fresh[c] : (double)l->base[c] * factor;
+
+		if (l->base[c] != 0 && v > (double)l->base[c] * BASE_RISE_MAX)
+			v = (double)l->base[c] * BASE_RISE_MAX;
+		if (v > 0)
+			l->base[c] = v < 1.0 ? 1 : (uint64_t)(v + 0.5);
 		if (l->base[c] != 0)
 			l->avg[c] = (double)l->base[c];
 	}
 	l->probing = false;
 	l->limit = bounded(l, l->saved_limit);
-	l->next_probe_usec = now + l->probe_interval_usec;
+	l->next_probe_usec = next_probe(l, now);
 	window_reset(l);
 }
 
@@ -151,6 +180,8 @@ static void probe_sample(struct climit *l, uint64_t now, uint64_t rtt, int c, bo
 			l->draining = false;
 		return;
 	}
+	if (now < rtt || now - rtt < l->probe_from_usec)
+		return; /* started while other proxies' requests may still drain */
 	if (!dropped) {
 		l->probe_sum[c] += rtt;
 		l->probe_n[c]++;
@@ -159,8 +190,9 @@ static void probe_sample(struct climit *l, uint64_t now, uint64_t rtt, int c, bo
 		probe_end(l, now);
 }
 
-static void probe_start(struct climit *l)
+static void probe_start(struct climit *l, uint64_t now)
 {
+	l->probe_from_usec = now + (uint64_t)(PROBE_WAIT * l->avg[l->last_class]);
 	l->probing = true;
 	l->draining = true;
 	l->saved_limit = l->limit;
@@ -174,7 +206,7 @@ static void window_end(struct climit *l)
 {
 	double ratio = l->ratio_sum / l->n,
 	       g = clampd(l->tolerance / ratio, GRADIENT_MIN, GRADIENT_MAX);
-	double target = l->limit * g;
+	double target = l->limit * g + QUEUE;
 
 	if (g > 1.0 && l->max_inflight * 2 < (int)l->limit)
 		target = l->limit; /* not used: no evidence for more */
@@ -247,8 +279,8 @@ void limit_sample(struct climit *l, uint64_t now_usec, uint64_t rtt_usec, int id
 	l->last_class = c;
 	if (dropped)
 		l->drops++;
-	if (l->next_probe_usec == 0)
-		l->next_probe_usec = now_usec + l->probe_interval_usec;
+	if (l->next_probe_usec == 0 && l->probe_interval_usec != 0)
+		l->next_probe_usec = next_probe(l, now_usec);
 	if (l->probing) {
 		probe_sample(l, now_usec, rtt_usec, c, dropped, inflight);
 		if (!l->probing) /* the probe's window says nothing of the climb */
@@ -256,7 +288,7 @@ void limit_sample(struct climit *l, uint64_t now_usec, uint64_t rtt_usec, int id
 		return;
 	}
 	if (l->probe_interval_usec != 0 && now_usec >= l->next_probe_usec) {
-		probe_start(l);
+		probe_start(l, now_usec);
 		probe_sample(l, now_usec, rtt_usec, c, dropped, inflight);
 		return;
 	}

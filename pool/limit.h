@@ -84,6 +84,9 @@ struct climit {
 	int min_limit;	  /* floor, and the probe's concurrency */
 	int ceiling;	  /* pool_size */
 	uint64_t probe_interval_usec;
+	/* the caller's clock minus a clock shared with the other proxies (the
+	 * wall clock): probes fall on its multiples of the interval */
+	int64_t phase_usec;
 	/* state */
 	double limit;
 	uint64_t base[CLIMIT_CLASSES]; /* µs, 0: not seen */
@@ -98,6 +101,7 @@ struct climit {
 	bool probing, draining;
 	double saved_limit;
 	int probe_left;
+	uint64_t probe_from_usec;
 	uint64_t probe_sum[CLIMIT_CLASSES];
 	int probe_n[CLIMIT_CLASSES];
 	/* the climber (the peak, above) */

@@ -18,6 +18,7 @@
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "core/errors.h"
 #include "core/globals.h"
@@ -318,12 +319,24 @@ void pool_limit_begin(struct server *s, const struct request *req)
 	s->pool->inflight_ids += s->limit_ids;
 }
 
+/* The wall clock minus g.now_usec's monotonic clock: the limit's probes fall
+ * on multiples of its interval in wall-clock time, so proxies on hosts with
+ * synchronised clocks (and every worker) probe together (pool/limit.h). */
+static int64_t wall_phase_usec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ((int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000) - (int64_t)g.now_usec;
+}
+
 void pool_limit_init(struct pool *p)
 {
 	int min = (int)g.cfg.adaptive_min_limit;
 
 	climit_init(&p->limit, (double)g.cfg.adaptive_tolerance_pct / 100.0, min,
 		    (int)g.cfg.pool_size, min, LIMIT_PROBE_USEC);
+	p->limit.phase_usec = wall_phase_usec();
 }
 
 void pool_limit_end(struct server *s, bool dropped)
@@ -339,6 +352,8 @@ void pool_limit_end(struct server *s, bool dropped)
 		return;
 	climit_configure(&p->limit, (double)g.cfg.adaptive_tolerance_pct / 100.0,
 			 (int)g.cfg.adaptive_min_limit, (int)g.cfg.pool_size);
+	if (p->limit.probing)
+		p->limit.phase_usec = wall_phase_usec(); /* follows NTP's slewing */
 	limit_sample(&p->limit, g.now_usec, g.now_usec - s->exchange_started_usec, s->limit_ids,
 		     dropped, p->inflight);
 }

@@ -109,12 +109,45 @@ Test(limit_sim, flat_backend_costs_nothing)
 
 /* Two proxies of 50 clients each in front of one backend: together near
  * the best single fixed pool (the latency term, which both see alike,
- * keeps them from pushing it past its peak together), and neither starved.
- * Issue 23 asks for 40-60 % each; the climbers do not converge to equal
- * shares (each takes what the other leaves: 39/61 in this run, 62/38 and
- * 63/37 measured, docs/adaptive.md), so only "neither below a quarter" is
- * asserted here, and the 40-60 % goal is reported as not met. */
+ * keeps them from pushing it past its peak together), and each 40-60 %
+ * (issue 23's goal). Not one lucky run: three seeds, with and without 20 %
+ * noise, the second proxy starting 0, 1.1 or 2.6 s after the first. Their
+ * clocks agree (one host, or synchronised clocks: the probes fall on the
+ * same multiples of the interval, pool/limit.h). */
 Test(limit_sim, two_proxies_share_one_backend)
+{
+	static const double stagger[] = {0, 1.1, 2.6};
+	struct lsim_cfg cfg;
+	struct lsim_result best, ad;
+	char err[128];
+
+	lsim_defaults(&cfg, &seed);
+	cr_assert_geq(lsim_best_fixed(&cfg, sizes, NSIZES, &best, NULL), 0);
+	cfg.proxies = 2;
+	for (uint64_t sd = 1; sd <= 3; sd++)
+		for (int n = 0; n < 2; n++)
+			for (int st = 0; st < 3; st++) {
+				cfg.seed = sd;
+				cfg.noise = 0.2 * n;
+				cfg.stagger_s = stagger[st];
+				cr_assert(lsim_run(&cfg, &ad, err, sizeof err), "%s", err);
+				cr_assert_geq(
+				    ad.qps, 0.9 * best.qps,
+				    "seed %d noise %.1f stagger %.1f: together %.0f q/s vs "
+				    "one fixed pool %.0f",
+				    (int)sd, cfg.noise, cfg.stagger_s, ad.qps, best.qps);
+				cr_assert(ad.share[0] >= 0.40 && ad.share[0] <= 0.60,
+					  "seed %d noise %.1f stagger %.1f: shares %.2f / %.2f",
+					  (int)sd, cfg.noise, cfg.stagger_s, ad.share[0],
+					  ad.share[1]);
+			}
+}
+
+/* The same with the proxies' clocks 1.3 s apart (hosts without synchronised
+ * clocks: their probes never coincide, each base is taken under the other's
+ * load). Weaker: neither starved, and not pushed past the peak together (a
+ * base taken under load rises at most 1.5x a probe). */
+Test(limit_sim, two_proxies_with_clocks_apart)
 {
 	struct lsim_cfg cfg;
 	struct lsim_result best, ad;
@@ -123,11 +156,16 @@ Test(limit_sim, two_proxies_share_one_backend)
 	lsim_defaults(&cfg, &seed);
 	cr_assert_geq(lsim_best_fixed(&cfg, sizes, NSIZES, &best, NULL), 0);
 	cfg.proxies = 2;
-	cr_assert(lsim_run(&cfg, &ad, err, sizeof err), "%s", err);
-	cr_assert_geq(ad.qps, 0.9 * best.qps, "together %.0f q/s vs one fixed pool %.0f", ad.qps,
-		      best.qps);
-	cr_assert(ad.share[0] >= 0.25 && ad.share[0] <= 0.75, "shares %.2f / %.2f", ad.share[0],
-		  ad.share[1]);
+	cfg.clock_skew_s = 1.3;
+	for (uint64_t sd = 1; sd <= 2; sd++) {
+		cfg.seed = sd;
+		cfg.noise = 0.2;
+		cr_assert(lsim_run(&cfg, &ad, err, sizeof err), "%s", err);
+		cr_assert_geq(ad.qps, 0.85 * best.qps, "together %.0f q/s vs one fixed pool %.0f",
+			      ad.qps, best.qps);
+		cr_assert(ad.share[0] >= 0.25 && ad.share[0] <= 0.75, "shares %.2f / %.2f",
+			  ad.share[0], ad.share[1]);
+	}
 }
 
 /* Cold start: from adaptive_min_limit, the seconds 3-10 already run at
