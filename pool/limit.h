@@ -32,16 +32,32 @@
  * a backend that got faster at once, and one fast outlier (a reply timed
  * before the backend was busy) does not set it. A backend that got
  * slower would look congested for ever; so every probe_interval_usec the
- * limit drops to min_limit (Envoy's periodic minRTT measurement): once the
- * requests started before have completed, the next samples are all taken
- * at min_limit concurrency and their mean per class is its fresh base.
- * Classes the probe did not see are rescaled by the median change of those
- * it saw (a slower backend is slower for every size). Then the limit goes
- * back to where it was.
+ * limit drops to min_limit (Envoy's periodic minRTT measurement): requests
+ * started from 2 round trips (as they were before the probe) after it
+ * began are all taken at min_limit concurrency, and their mean per class is
+ * its fresh base. Classes the probe did not see are rescaled by the median
+ * change of those it saw (a slower backend is slower for every size). A
+ * probe raises a base by at most 1.5x (a slower backend is followed over a
+ * few probes). Then the limit goes back to where it was.
+ *
+ * Several proxies. Every proxy in front of one backend sees the same round
+ * trips, so with the same base their latency terms agree; a proxy whose
+ * base was taken while the others loaded the backend reads their queue as
+ * its own congestion and starves (the latecomer problem of delay-based
+ * control). So probes fall on the multiples of probe_interval_usec of a
+ * clock the proxies share (now + phase_usec; the pool sets the phase from
+ * the wall clock): all probe together at min_limit, the 2 round trips'
+ * wait lets the others' requests drain, and all take their bases from the
+ * same quiet backend. Clocks apart by more than a probe's few milliseconds
+ * lose this (each base then has the others' load in it, within the 1.5x).
  *
  * Updates. Samples are gathered over a window of max(limit, 4) completions
  * (about one round trip of the whole pool), then the limit moves half-way
- * to limit * clamp(tolerance / mean ratio, 0.5, 2). It grows only while
+ * to limit * clamp(tolerance / mean ratio, 0.5, 2) + 3 (Gradient2's queue
+ * allowance: a purely multiplicative law keeps whatever split several
+ * proxies had; with it each settles where limit x (1 - gradient) = 3, the
+ * same limit for all that see the same gradient; below 6 the term's
+ * 0.5 clamp no longer shrinks it, the climber and errors do). It grows only while
  * the pool used at least half of it (a quiet pool does not claim a limit it
  * never tested). An error or timeout is congestion: the limit is cut to
  * 0.7x at once, at most once per window. Bounds: [min_limit, ceiling],
