@@ -534,6 +534,11 @@ main() {
   write_env
   log "measuring $(( ${#PATHS[@]} / 2 )) paths: $(printf '%s ' "${PATHS[@]}" | sed 's/--path //g')"
   measure || rc=$?
+  # Per-repeat ratios to the relay (bench/paired.py): on a machine whose
+  # speed drifts between repeats they say more than the medians above.
+  if [[ "$REPEAT" -ge 2 && -s "$OUT/results.json" ]] && grep -q '"relay"' "$OUT/results.json"; then
+    { echo; python3 "$ROOT/bench/paired.py" "$OUT/results.json"; } >>"$OUT/report.txt" 2>&1 || true
+  fi
   cat "$OUT/report.txt"
   local s
   for s in "${SKIPPED[@]}"; do echo "skipped $s"; done | tee -a "$OUT/report.txt"
