@@ -367,3 +367,63 @@ bool bsonval_it_next(struct bsonval_it *it)
 	it->pos = v + (size_t)n;
 	return true;
 }
+
+static inline uint64_t rd64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return BSON_UINT64_FROM_LE(v);
+}
+
+static inline double rd_double(const uint8_t *p)
+{
+	uint64_t bits = rd64(p);
+	double d;
+
+	memcpy(&d, &bits, sizeof(d));
+	return d;
+}
+
+bool bsonval_truthy(const struct bsonval_it *it)
+{
+	switch (it->type) {
+	case BSON_TYPE_BOOL:
+		return it->value[0] != 0;
+	case BSON_TYPE_INT32:
+		return rd32(it->value) != 0;
+	case BSON_TYPE_INT64:
+		return rd64(it->value) != 0;
+	case BSON_TYPE_DOUBLE:
+		return rd_double(it->value) != 0.0;
+	case BSON_TYPE_NULL:
+	case BSON_TYPE_UNDEFINED:
+		return false;
+	default:
+		return true;
+	}
+}
+
+bool bsonval_int64(const struct bsonval_it *it, int64_t *out, bool *integral)
+{
+	double d;
+
+	*integral = true;
+	switch (it->type) {
+	case BSON_TYPE_INT32:
+		*out = (int32_t)rd32(it->value);
+		return true;
+	case BSON_TYPE_INT64:
+		*out = (int64_t)rd64(it->value);
+		return true;
+	case BSON_TYPE_DOUBLE:
+		d = rd_double(it->value);
+		if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
+			return false; /* NaN, infinite or out of range */
+		*out = (int64_t)d;
+		*integral = (double)*out == d;
+		return true;
+	default:
+		return false;
+	}
+}

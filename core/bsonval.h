@@ -78,3 +78,12 @@ void bsonval_it_init(struct bsonval_it *it, const uint8_t *doc);
 
 /* The next element; false at the end (or on bytes that do not parse). */
 bool bsonval_it_next(struct bsonval_it *it) __attribute__((warn_unused_result));
+
+/* The current element's truth as bson_iter_as_bool has it: numbers are
+ * != 0, null/undefined false, every other type true. */
+bool bsonval_truthy(const struct bsonval_it *it);
+
+/* The current element as an integer: int32, int64, or a double inside
+ * int64's range (truncated; *integral says whether it had no fraction).
+ * False for other types, NaN and infinities. */
+bool bsonval_int64(const struct bsonval_it *it, int64_t *out, bool *integral);

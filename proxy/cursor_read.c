@@ -31,29 +31,19 @@ bool cursor_id_value(const bson_iter_t *it, int64_t *id)
 	}
 }
 
-/* A libbson iterator on the element `e` of the document at `d` (validated),
- * for libbson's typed reads. */
-static bool elem_iter(bson_iter_t *it, const uint8_t *d, const struct bsonval_it *e)
-{
-	size_t off = (size_t)((const uint8_t *)e->key - 1 - d);
-	size_t keylen = (size_t)(e->value - (const uint8_t *)e->key) - 1;
-
-	return bson_iter_init_from_data_at_offset(it, d, e->end, off, (uint32_t)keylen);
-}
-
 /* The cursor document's first "id" and first "ns" decide, usable or not (a
  * later duplicate is not what a driver reading the first one would use). */
 static bool cursor_fields(const uint8_t *cur, int64_t *id, const char **ns)
 {
 	struct bsonval_it e;
-	bson_iter_t it;
-	bool seen_id = false, seen_ns = false, have_id = false;
+	bool seen_id = false, seen_ns = false, have_id = false, integral;
 
 	bsonval_it_init(&e, cur);
 	while ((!seen_id || !seen_ns) && bsonval_it_next(&e)) {
 		if (!seen_id && strcmp(e.key, "id") == 0) {
 			seen_id = true;
-			have_id = elem_iter(&it, cur, &e) && cursor_id_value(&it, id);
+			/* as cursor_id_value: int64, int32 or an integral double */
+			have_id = bsonval_int64(&e, id, &integral) && integral;
 		} else if (!seen_ns && strcmp(e.key, "ns") == 0) {
 			seen_ns = true;
 			if (e.type == BSON_TYPE_UTF8)
@@ -69,7 +59,6 @@ void cursor_reply_read(const bson_t *body, struct cursor_reply *r)
 	const uint8_t *cur = NULL;
 	bool have_ok = false, have_code = false, have_cursor_key = false;
 	struct bsonval_it e;
-	bson_iter_t it;
 
 	memset(r, 0, sizeof(*r));
 	/* One pass over the top level (this runs on every reply). */
@@ -77,7 +66,7 @@ void cursor_reply_read(const bson_t *body, struct cursor_reply *r)
 	while ((!have_ok || !have_code || !have_cursor_key) && bsonval_it_next(&e)) {
 		if (!have_ok && strcmp(e.key, "ok") == 0) {
 			have_ok = true;
-			r->ok = elem_iter(&it, d, &e) && bson_iter_as_bool(&it);
+			r->ok = bsonval_truthy(&e);
 		} else if (!have_code && strcmp(e.key, "code") == 0) {
 			have_code = true;
 			if (e.type == BSON_TYPE_INT32) {

@@ -51,65 +51,6 @@ static uint32_t rd_le32(const uint8_t *p)
 	return BSON_UINT32_FROM_LE(v);
 }
 
-static uint64_t rd_le64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return BSON_UINT64_FROM_LE(v);
-}
-
-/* txnNumber's value: int32, int64, or a double inside int64's range (a cast
- * of anything else is undefined). */
-static bool read_number(const struct bsonval_it *it, int64_t *out)
-{
-	double d;
-	uint64_t bits;
-
-	switch (it->type) {
-	case BSON_TYPE_INT32:
-		*out = (int32_t)rd_le32(it->value);
-		return true;
-	case BSON_TYPE_INT64:
-		*out = (int64_t)rd_le64(it->value);
-		return true;
-	case BSON_TYPE_DOUBLE:
-		bits = rd_le64(it->value);
-		memcpy(&d, &bits, sizeof(d));
-		if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
-			return false; /* NaN, infinite or out of range */
-		*out = (int64_t)d;
-		return true;
-	default:
-		return false;
-	}
-}
-
-/* bson_iter_as_bool's truth: numbers are != 0, null/undefined false, other
- * types true. */
-static bool truthy(const struct bsonval_it *it)
-{
-	double d;
-	uint64_t bits;
-
-	switch (it->type) {
-	case BSON_TYPE_BOOL:
-		return it->value[0] != 0;
-	case BSON_TYPE_INT32:
-		return rd_le32(it->value) != 0;
-	case BSON_TYPE_INT64:
-		return rd_le64(it->value) != 0;
-	case BSON_TYPE_DOUBLE:
-		bits = rd_le64(it->value);
-		memcpy(&d, &bits, sizeof(d));
-		return d != 0.0;
-	case BSON_TYPE_NULL:
-	case BSON_TYPE_UNDEFINED:
-		return false;
-	default:
-		return true;
-	}
-}
 
 /* lsid's first `id`, binary subtype 4 of 16 bytes, is the session's UUID
  * (the lsid document lies inside the validated body). */
@@ -138,6 +79,7 @@ enum { K_LSID = 1, K_TXN = 2, K_START = 4, K_AUTOCOMMIT = 8, K_READPREF = 16 };
 static void read_session_key(const struct bsonval_it *it, struct req_session *s, unsigned *seen)
 {
 	const char *k = it->key;
+	bool integral; /* a fractional txnNumber is taken truncated, as before */
 
 	switch (k[0]) {
 	case 'l':
@@ -155,13 +97,13 @@ static void read_session_key(const struct bsonval_it *it, struct req_session *s,
 			return;
 		*seen |= K_TXN;
 		s->has_txn = true;
-		s->txn_numeric = read_number(it, &s->txn_number);
+		s->txn_numeric = bsonval_int64(it, &s->txn_number, &integral);
 		return;
 	case 's':
 		if (k[1] != 't' || strcmp(k, "startTransaction") != 0 || (*seen & K_START))
 			return;
 		*seen |= K_START;
-		s->start_txn = truthy(it);
+		s->start_txn = bsonval_truthy(it);
 		return;
 	case 'a':
 		if (k[1] != 'u' || strcmp(k, "autocommit") != 0 || (*seen & K_AUTOCOMMIT))

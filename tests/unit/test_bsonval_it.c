@@ -6,6 +6,7 @@
  */
 #include <bson/bson.h>
 #include <criterion/criterion.h>
+#include <math.h>
 #include <string.h>
 
 #include "core/bsonval.h"
@@ -86,4 +87,61 @@ Test(bsonval_it, empty_document)
 
 	bsonval_it_init(&it, bson_get_data(&d));
 	cr_assert_not(bsonval_it_next(&it));
+}
+
+/* bsonval_truthy is bson_iter_as_bool for every type and value here, and
+ * bsonval_int64 reads the numbers as the cursor table and the router need:
+ * int32/int64 exactly, doubles truncated with `integral` false on a
+ * fraction, NaN / infinities / out of range refused. */
+Test(bsonval_it, truth_and_numbers_as_libbson)
+{
+	bson_t d;
+	bson_iter_t ref;
+	struct bsonval_it it;
+	int64_t v;
+	bool integral;
+	int n = 0;
+
+	build_all_types(&d);
+	BSON_APPEND_BOOL(&d, "t", true);
+	BSON_APPEND_INT32(&d, "z32", 0);
+	BSON_APPEND_INT64(&d, "z64", 0);
+	BSON_APPEND_DOUBLE(&d, "zd", 0.0);
+	BSON_APPEND_DOUBLE(&d, "negzero", -0.0);
+	BSON_APPEND_DOUBLE(&d, "nan", NAN);
+	BSON_APPEND_DOUBLE(&d, "inf", INFINITY);
+	BSON_APPEND_DOUBLE(&d, "big", 9223372036854775808.0);
+	BSON_APPEND_DOUBLE(&d, "whole", -42.0);
+	BSON_APPEND_INT64(&d, "i64max", INT64_MAX);
+	cr_assert(bson_iter_init(&ref, &d));
+	bsonval_it_init(&it, bson_get_data(&d));
+	while (bson_iter_next(&ref)) {
+		cr_assert(bsonval_it_next(&it));
+		cr_assert_eq(bsonval_truthy(&it), bson_iter_as_bool(&ref), "truth of %s", it.key);
+		n++;
+	}
+	cr_assert_eq(n, 32);
+
+	bsonval_it_init(&it, bson_get_data(&d));
+	while (bsonval_it_next(&it)) {
+		bool ok = bsonval_int64(&it, &v, &integral);
+
+		if (strcmp(it.key, "i32") == 0)
+			cr_assert(ok && v == -1 && integral);
+		else if (strcmp(it.key, "txnNumber") == 0)
+			cr_assert(ok && v == 9 && integral);
+		else if (strcmp(it.key, "i64max") == 0)
+			cr_assert(ok && v == INT64_MAX && integral);
+		else if (strcmp(it.key, "dbl") == 0)
+			cr_assert(ok && v == 1 && !integral, "1.5: %lld", (long long)v);
+		else if (strcmp(it.key, "whole") == 0)
+			cr_assert(ok && v == -42 && integral);
+		else if (strcmp(it.key, "nan") == 0 || strcmp(it.key, "inf") == 0 ||
+			 strcmp(it.key, "big") == 0)
+			cr_assert_not(ok, "%s must be refused", it.key);
+		else if (it.type != BSON_TYPE_INT32 && it.type != BSON_TYPE_INT64 &&
+			 it.type != BSON_TYPE_DOUBLE)
+			cr_assert_not(ok, "%s is not a number", it.key);
+	}
+	bson_destroy(&d);
 }
