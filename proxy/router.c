@@ -51,7 +51,6 @@ static uint32_t rd_le32(const uint8_t *p)
 	return BSON_UINT32_FROM_LE(v);
 }
 
-
 /* lsid's first `id`, binary subtype 4 of 16 bytes, is the session's UUID
  * (the lsid document lies inside the validated body). */
 static void read_lsid_uuid(struct req_session *s)
