@@ -404,10 +404,17 @@ bool bsonval_truthy(const struct bsonval_it *it)
 	}
 }
 
+bool bsonval_double_int64(double d, int64_t *out, bool *integral)
+{
+	if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
+		return false; /* NaN, infinite or out of range */
+	*out = (int64_t)d;
+	*integral = (double)*out == d;
+	return true;
+}
+
 bool bsonval_int64(const struct bsonval_it *it, int64_t *out, bool *integral)
 {
-	double d;
-
 	*integral = true;
 	switch (it->type) {
 	case BSON_TYPE_INT32:
@@ -417,12 +424,7 @@ bool bsonval_int64(const struct bsonval_it *it, int64_t *out, bool *integral)
 		*out = (int64_t)rd64(it->value);
 		return true;
 	case BSON_TYPE_DOUBLE:
-		d = rd_double(it->value);
-		if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
-			return false; /* NaN, infinite or out of range */
-		*out = (int64_t)d;
-		*integral = (double)*out == d;
-		return true;
+		return bsonval_double_int64(rd_double(it->value), out, integral);
 	default:
 		return false;
 	}

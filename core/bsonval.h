@@ -87,3 +87,8 @@ bool bsonval_truthy(const struct bsonval_it *it);
  * int64's range (truncated; *integral says whether it had no fraction).
  * False for other types, NaN and infinities. */
 bool bsonval_int64(const struct bsonval_it *it, int64_t *out, bool *integral);
+
+/* The double rule of bsonval_int64 alone, for values read another way
+ * (libbson's iterator): inside int64's range, truncated, *integral when it
+ * had no fraction; false for NaN, infinities and out of range. */
+bool bsonval_double_int64(double d, int64_t *out, bool *integral);

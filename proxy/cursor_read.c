@@ -10,7 +10,7 @@
 /* A cursor id: int64, int32 or an integral double (what backends accept). */
 bool cursor_id_value(const bson_iter_t *it, int64_t *id)
 {
-	double d;
+	bool integral;
 
 	switch (bson_iter_type(it)) {
 	case BSON_TYPE_INT64:
@@ -20,12 +20,7 @@ bool cursor_id_value(const bson_iter_t *it, int64_t *id)
 		*id = bson_iter_int32(it);
 		return true;
 	case BSON_TYPE_DOUBLE:
-		d = bson_iter_double(it);
-		if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) ||
-		    (double)(int64_t)d != d)
-			return false;
-		*id = (int64_t)d;
-		return true;
+		return bsonval_double_int64(bson_iter_double(it), id, &integral) && integral;
 	default:
 		return false;
 	}
