@@ -107,6 +107,36 @@ Test(limit_sim, flat_backend_costs_nothing)
 	against_best(&cfg, 0.95, 1.2);
 }
 
+/* Two proxies of 50 clients each (cfg's proxies, seed, noise, stagger and
+ * clock skew) against the best single fixed pool `best`: together at least
+ * `total` of it, proxy 0's share within [lo, hi]. */
+static void two_proxies_check(const struct lsim_cfg *cfg, double best, double total, double lo,
+			      double hi)
+{
+	struct lsim_result ad;
+	char err[128];
+
+	cr_assert(lsim_run(cfg, &ad, err, sizeof err), "%s", err);
+	cr_assert_geq(ad.qps, total * best,
+		      "seed %d noise %.1f stagger %.1f skew %.1f: together %.0f q/s vs one "
+		      "fixed pool %.0f",
+		      (int)cfg->seed, cfg->noise, cfg->stagger_s, cfg->clock_skew_s, ad.qps, best);
+	cr_assert(ad.share[0] >= lo && ad.share[0] <= hi,
+		  "seed %d noise %.1f stagger %.1f skew %.1f: shares %.2f / %.2f", (int)cfg->seed,
+		  cfg->noise, cfg->stagger_s, cfg->clock_skew_s, ad.share[0], ad.share[1]);
+}
+
+/* The seed curve's best single fixed pool, and cfg set for two proxies. */
+static double two_proxies_setup(struct lsim_cfg *cfg)
+{
+	struct lsim_result best;
+
+	lsim_defaults(cfg, &seed);
+	cr_assert_geq(lsim_best_fixed(cfg, sizes, NSIZES, &best, NULL), 0);
+	cfg->proxies = 2;
+	return best.qps;
+}
+
 /* Two proxies of 50 clients each in front of one backend: together near
  * the best single fixed pool (the latency term, which both see alike,
  * keeps them from pushing it past its peak together), and each 40-60 %
@@ -118,28 +148,15 @@ Test(limit_sim, two_proxies_share_one_backend)
 {
 	static const double stagger[] = {0, 1.1, 2.6};
 	struct lsim_cfg cfg;
-	struct lsim_result best, ad;
-	char err[128];
+	double best = two_proxies_setup(&cfg);
 
-	lsim_defaults(&cfg, &seed);
-	cr_assert_geq(lsim_best_fixed(&cfg, sizes, NSIZES, &best, NULL), 0);
-	cfg.proxies = 2;
 	for (uint64_t sd = 1; sd <= 3; sd++)
 		for (int n = 0; n < 2; n++)
 			for (int st = 0; st < 3; st++) {
 				cfg.seed = sd;
 				cfg.noise = 0.2 * n;
 				cfg.stagger_s = stagger[st];
-				cr_assert(lsim_run(&cfg, &ad, err, sizeof err), "%s", err);
-				cr_assert_geq(
-				    ad.qps, 0.9 * best.qps,
-				    "seed %d noise %.1f stagger %.1f: together %.0f q/s vs "
-				    "one fixed pool %.0f",
-				    (int)sd, cfg.noise, cfg.stagger_s, ad.qps, best.qps);
-				cr_assert(ad.share[0] >= 0.40 && ad.share[0] <= 0.60,
-					  "seed %d noise %.1f stagger %.1f: shares %.2f / %.2f",
-					  (int)sd, cfg.noise, cfg.stagger_s, ad.share[0],
-					  ad.share[1]);
+				two_proxies_check(&cfg, best, 0.9, 0.40, 0.60);
 			}
 }
 
@@ -150,21 +167,13 @@ Test(limit_sim, two_proxies_share_one_backend)
 Test(limit_sim, two_proxies_with_clocks_apart)
 {
 	struct lsim_cfg cfg;
-	struct lsim_result best, ad;
-	char err[128];
+	double best = two_proxies_setup(&cfg);
 
-	lsim_defaults(&cfg, &seed);
-	cr_assert_geq(lsim_best_fixed(&cfg, sizes, NSIZES, &best, NULL), 0);
-	cfg.proxies = 2;
 	cfg.clock_skew_s = 1.3;
+	cfg.noise = 0.2;
 	for (uint64_t sd = 1; sd <= 2; sd++) {
 		cfg.seed = sd;
-		cfg.noise = 0.2;
-		cr_assert(lsim_run(&cfg, &ad, err, sizeof err), "%s", err);
-		cr_assert_geq(ad.qps, 0.85 * best.qps, "together %.0f q/s vs one fixed pool %.0f",
-			      ad.qps, best.qps);
-		cr_assert(ad.share[0] >= 0.25 && ad.share[0] <= 0.75, "shares %.2f / %.2f",
-			  ad.share[0], ad.share[1]);
+		two_proxies_check(&cfg, best, 0.85, 0.25, 0.75);
 	}
 }
 
