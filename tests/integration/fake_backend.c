@@ -658,8 +658,7 @@ void fake_appname(struct fake *f, char *buf, size_t len)
 	pthread_mutex_unlock(&f->mu);
 }
 
-/* A loopback port nothing listens on (bound, then released). */
-int fake_free_port(void)
+int fake_hold_port(int *hold)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET};
 	socklen_t sl = sizeof(sa);
@@ -670,6 +669,6 @@ int fake_free_port(void)
 	cr_assert(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
 	cr_assert(getsockname(fd, (struct sockaddr *)&sa, &sl) == 0);
 	port = ntohs(sa.sin_port);
-	close(fd);
+	*hold = fd;
 	return port;
 }

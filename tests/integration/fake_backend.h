@@ -93,8 +93,10 @@ void fake_stop(struct fake *f);
 void fake_set_cfg(struct fake *f, const struct fake_cfg *cfg);
 /* The appname of the last hello the fake received. */
 void fake_appname(struct fake *f, char *buf, size_t len);
-/* A loopback port nothing listens on (bound, then released). */
-int fake_free_port(void);
+/* A loopback port nothing listens on, kept so: bound without listening in
+ * *hold (connects to it are refused, and no other socket of the parallel
+ * tests can take it) until the caller closes *hold. */
+int fake_hold_port(int *hold);
 
 /* Accessors for the main thread. */
 #define FAKE_GET(f, field)                                                                         \

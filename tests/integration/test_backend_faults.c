@@ -899,7 +899,10 @@ Test(backend_faults, more_to_come_reply_late_dropped)
 Test(backend_faults, backend_down_at_startup)
 {
 	struct fake_cfg dflt = fake_default_cfg();
-	int port = fake_free_port();
+	/* held until the backend comes up: a port picked free and released at
+	 * once was once taken by another parallel test's socket, which answered
+	 * the proxy's connect but not its hello (a timeout, 89, not 6) */
+	int hold, port = fake_hold_port(&hold);
 	struct proxy *p = proxy_for(port, NULL);
 	struct fake *f;
 	bson_t reply;
@@ -938,6 +941,7 @@ Test(backend_faults, backend_down_at_startup)
 	proxy_assert_alive(p, "after failed requests");
 
 	/* the backend comes up on that port: recovery within the backoff */
+	close(hold);
 	f = fake_start_cfg(port, &dflt);
 	cr_assert(wait_recovered(p, 5000), "no recovery within 5 s of the backend coming up");
 	ok_roundtrip(fd, "old client connection after recovery");
