@@ -133,7 +133,8 @@ static bool utf8_ok(const uint8_t *s, size_t n)
 
 /* Length of the value at v for a scalar type (< room, so an EOO still
  * fits), V_NEST_* for containers, V_BAD when malformed or unknown. */
-static inline int64_t value_len(const uint8_t *d, size_t v, size_t end, uint8_t type)
+static inline __attribute__((always_inline)) int64_t value_len(const uint8_t *d, size_t v,
+							       size_t end, uint8_t type)
 {
 	size_t room = end - v;
 	size_t n;
@@ -264,11 +265,10 @@ static inline size_t scan_key(const uint8_t *d, size_t v, size_t end, uint8_t *h
 		memcpy(&x, d + v, 8);
 		zero = (x - ones) & ~x & highs; /* lowest set bit: the first NUL byte */
 		if (zero) {
-			unsigned k = (unsigned)__builtin_ctzll(zero) >> 3;
-
-			acc |= k ? x & (~0ULL >> (64 - 8 * k)) : 0;
+			/* the bytes below the first NUL: every bit under its 0x80 */
+			acc |= x & ((zero & (0 - zero)) - 1);
 			*high |= (acc & highs) ? 0x80 : 0;
-			return v + k;
+			return v + ((unsigned)__builtin_ctzll(zero) >> 3);
 		}
 		acc |= x;
 		v += 8;
@@ -348,12 +348,13 @@ bool bsonval_it_next(struct bsonval_it *it)
 	const uint8_t *d = it->d;
 	size_t v, room;
 	int64_t n;
+	uint8_t high = 0; /* unused: the key was checked when validated */
 
 	if (it->pos + 1 >= it->end || d[it->pos] == 0)
 		return false;
 	it->type = d[it->pos];
 	it->key = (const char *)d + it->pos + 1;
-	v = it->pos + 1 + strlen(it->key) + 1; /* validated: the NUL is inside */
+	v = scan_key(d, it->pos + 1, it->end, &high) + 1; /* validated: the NUL is inside */
 	if (v >= it->end)
 		return false;
 	n = value_len(d, v, it->end, it->type);

@@ -28,6 +28,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 #include <stdint.h>
 
 /* Capacity of the validator's stack: the largest max_depth accepted. */
@@ -72,6 +73,16 @@ struct bsonval_it {
 	const uint8_t *value;
 	size_t vlen;
 };
+
+/* Is the element's key `lit` (a string literal)? The key's length is known
+ * from the iterator (the value follows its NUL), so this is a length test
+ * and one short memcmp, with no scan of the key. */
+#define BSONVAL_KEY_IS(it, lit) bsonval_key_is((it), (lit), sizeof(lit))
+static inline bool bsonval_key_is(const struct bsonval_it *it, const char *name, size_t size)
+{
+	return (size_t)((const char *)it->value - it->key) == size &&
+	       memcmp(it->key, name, size) == 0;
+}
 
 /* Start at the first element of the validated document `doc`. */
 void bsonval_it_init(struct bsonval_it *it, const uint8_t *doc);

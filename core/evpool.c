@@ -3,17 +3,18 @@
  */
 #include "core/evpool.h"
 
+#include "core/spare.h"
 #include "core/xalloc.h"
 
-/* Rules: spare[0..n_spare) are empty evbuffers nobody else holds. */
-static struct evbuffer *spare[EVPOOL_MAX];
-static int n_spare;
+/* Rules: the kept ones are empty evbuffers nobody else holds. */
+static void *items[EVPOOL_MAX];
+static struct spare kept = SPARE_INIT(items, EVPOOL_MAX);
 
 struct evbuffer *evpool_get(void)
 {
-	if (n_spare > 0)
-		return spare[--n_spare];
-	return xevbuffer_new();
+	struct evbuffer *buf = spare_take(&kept);
+
+	return buf != NULL ? buf : xevbuffer_new();
 }
 
 void evpool_put(struct evbuffer *buf)
@@ -22,18 +23,20 @@ void evpool_put(struct evbuffer *buf)
 
 	if (buf == NULL)
 		return;
-	if (n_spare == EVPOOL_MAX) {
+	if (spare_full(&kept)) {
 		evbuffer_free(buf);
 		return;
 	}
 	len = evbuffer_get_length(buf);
 	if (len > 0)
 		evbuffer_drain(buf, len);
-	spare[n_spare++] = buf;
+	(void)spare_keep(&kept, buf);
 }
 
 void evpool_clear(void)
 {
-	while (n_spare > 0)
-		evbuffer_free(spare[--n_spare]);
+	struct evbuffer *buf;
+
+	while ((buf = spare_take(&kept)) != NULL)
+		evbuffer_free(buf);
 }

@@ -173,7 +173,10 @@ void request_part_set(enum request_part_id id, const struct request_part *part);
 
 /* A new request in REQ_NEW, appended to `owner`'s requests (owner may be NULL). */
 struct request *request_new(struct request_owner *owner, const struct request_ops *ops);
+/* Free `req` (its memory may be kept for the next request_new). */
 void request_free(struct request *req);
+/* Free the memory of freed requests kept for reuse (at exit). */
+void request_spare_clear(void);
 
 /* Move `req` to `st`: off its list, onto the tail of `q` (NULL: the state's
  * own list, none for REQ_NEW). _after: right after `after` (NULL: head). */

@@ -12,6 +12,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "core/evpool.h"
 #include "core/xalloc.h"
 
 #define READ_CHUNK (64 * 1024)
@@ -110,8 +111,11 @@ static bool write_until_blocked(struct sbuf *sb, struct evbuffer *buf)
 	while (evbuffer_get_length(buf) > 0) {
 		int n = evbuffer_write(buf, sb->fd);
 
-		if (n > 0)
+		if (n > 0) {
+			if (buf == sb->out)
+				sb->out_total += (uint64_t)n;
 			continue;
+		}
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
 			set_writing(sb, true);
 			return false;
@@ -160,6 +164,20 @@ void sbuf_write_bytes(struct sbuf *sb, const void *data, size_t len)
 	evbuffer_add(sb->out, data, len);
 	if (was_empty && !sb->connecting)
 		flush(sb);
+}
+
+struct evbuffer *sbuf_take_input(struct sbuf *sb, size_t len)
+{
+	struct evbuffer *taken = evpool_get();
+
+	if (len == evbuffer_get_length(sb->in)) {
+		struct evbuffer *whole = sb->in;
+
+		sb->in = taken;
+		return whole;
+	}
+	evbuffer_remove_buffer(sb->in, taken, len);
+	return taken;
 }
 
 void sbuf_notify_drained(struct sbuf *sb, size_t low)
@@ -233,6 +251,7 @@ static void read_tls(struct sbuf *sb)
 	if (!read_arrived(sb, r, errno))
 		return;
 	st = tls_conn_input(sb->tls, raw, (size_t)r, sb->in, sb->wire);
+	sb->in_total += evbuffer_get_length(sb->in) - before;
 	if (st == TLS_IO_ERROR) {
 		tls_failed(sb);
 		return;
@@ -268,6 +287,7 @@ static void read_first(struct sbuf *sb)
 		sb->cb(sb, SBUF_ERROR, sb->arg);
 		return;
 	}
+	sb->in_total += (uint64_t)r;
 	sb->cb(sb, SBUF_READ, sb->arg);
 	update_reading(sb);
 }
@@ -301,6 +321,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 		(void)read_arrived(sb, r, err);
 		return;
 	}
+	sb->in_total += (uint64_t)r;
 	used = 0;
 	while (r > 0) {
 		size_t take = (size_t)r < v[used].iov_len ? (size_t)r : v[used].iov_len;
@@ -344,6 +365,7 @@ static void on_connected(struct sbuf *sb)
 static void on_writable(evutil_socket_t fd, short what, void *arg)
 {
 	struct sbuf *sb = arg;
+	uint64_t out_before = sb->out_total;
 
 	(void)fd;
 	(void)what;
@@ -360,6 +382,8 @@ static void on_writable(evutil_socket_t fd, short what, void *arg)
 	}
 	if (sbuf_pending_out(sb) > 0) /* TLS: ciphertext may wait with `out` empty */
 		flush(sb);
+	if (!sb->closed && sb->err == 0 && sb->out_total != out_before)
+		sb->cb(sb, SBUF_WROTE, sb->arg);
 	if (!sb->closed && sb->err == 0 && sb->notify_drained &&
 	    sbuf_pending_out(sb) <= sb->write_low) {
 		sb->notify_drained = false;
@@ -427,7 +451,11 @@ const char *sbuf_tls_error(const struct sbuf *sb)
 static void flush_tls(struct sbuf *sb)
 {
 	for (;;) {
-		if (!tls_conn_output(sb->tls, sb->out, sb->wire, SBUF_TLS_WIRE_HIGH)) {
+		size_t plain = evbuffer_get_length(sb->out);
+		bool ok = tls_conn_output(sb->tls, sb->out, sb->wire, SBUF_TLS_WIRE_HIGH);
+
+		sb->out_total += plain - evbuffer_get_length(sb->out);
+		if (!ok) {
 			snprintf(sb->tls_err, sizeof(sb->tls_err), "%s", tls_conn_error(sb->tls));
 			defer_error(sb, EPROTO);
 			return;

@@ -11,6 +11,8 @@
  * Rules:
  *  - Callbacks are never invoked from inside sbuf_write/sbuf_connect; errors
  *    and "drained" notifications found there are delivered from the loop.
+ *    Output written by the loop (a write that had blocked) is reported with
+ *    SBUF_WROTE; output written inside sbuf_write is not (the caller knows).
  *  - After sbuf_close the callback is never called again; the memory is
  *    released by sbuf_free (the owner's deferred free).
  *  - Reading is on while the owner wants it and the input holds less than
@@ -36,6 +38,7 @@ enum sbuf_event {
 	SBUF_CONNECTED, /* outgoing connect completed */
 	SBUF_EOF,	/* peer closed */
 	SBUF_ERROR,	/* socket error; errno-style code in sb->err */
+	SBUF_WROTE,	/* the loop wrote some of the output (out_total grew) */
 };
 
 struct sbuf;
@@ -61,6 +64,10 @@ struct sbuf {
 	bool tls_client;       /* TLS: we connected (SBUF_CONNECTED after the handshake) */
 	struct evbuffer *wire; /* TLS: ciphertext to send */
 	char tls_err[256];     /* TLS: why the connection failed */
+	/* Bytes ever appended to `in` by reads (TLS: plaintext), and taken
+	 * from `out` (written, or TLS: encrypted). The owner's accounting reads
+	 * them (proxy/membound.c), instead of a callback on every buffer change. */
+	uint64_t in_total, out_total;
 };
 
 #define SBUF_TLS_WIRE_HIGH (64 * 1024)
@@ -84,6 +91,13 @@ const char *sbuf_tls_error(const struct sbuf *sb);
 /* Queue bytes (moved out of `data`) and write as much as the socket takes. */
 void sbuf_write(struct sbuf *sb, struct evbuffer *data);
 void sbuf_write_bytes(struct sbuf *sb, const void *data, size_t len);
+
+/* The first `len` bytes of the input (len <= its length), as an evbuffer
+ * of their own for the caller to keep or give back (core/evpool.h). When
+ * they are the whole input (the usual message), the input buffer itself is
+ * handed over and replaced with an empty one: no chain is moved. Callers
+ * re-read sb->in afterwards. */
+struct evbuffer *sbuf_take_input(struct sbuf *sb, size_t len);
 
 /* Ask for one SBUF_DRAINED once the output is at or below `low` bytes
  * (delivered from the loop even if that is already the case). */

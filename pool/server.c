@@ -370,9 +370,8 @@ static bool discard_more(struct server *s)
 
 static void read_replies(struct server *s)
 {
-	struct evbuffer *in = s->sb.in;
-
 	while (s->state != SV_JUSTFREE) {
+		struct evbuffer *in = s->sb.in; /* sbuf_take_input may replace it */
 		size_t avail = evbuffer_get_length(in);
 		const uint8_t *hdr;
 		int32_t len = 0;
@@ -398,8 +397,7 @@ static void read_replies(struct server *s)
 				     "backend sent an invalid messageLength %d", len);
 			return;
 		case WIRE_FRAME_READY:
-			msg = evpool_get();
-			evbuffer_remove_buffer(in, msg, (size_t)len);
+			msg = sbuf_take_input(&s->sb, (size_t)len);
 			handle_reply(s, msg, (size_t)len);
 			evpool_put(msg);
 			break;
@@ -460,6 +458,8 @@ static void sbuf_cb_server(struct sbuf *sb, enum sbuf_event ev, void *arg)
 		break;
 	case SBUF_CONNECTED:
 		connected(s);
+		break;
+	case SBUF_WROTE:
 		break;
 	case SBUF_EOF:
 		server_close(s, MP_ERR(HOST_UNREACHABLE), "backend closed the connection");

@@ -131,8 +131,8 @@ static void client_row(struct page *pg, const struct client *c)
 	BSON_APPEND_INT64(&pg->row, "connected_ms", ms_since(c->connected_usec));
 	BSON_APPEND_INT64(&pg->row, "requests", (int64_t)c->requests);
 	BSON_APPEND_INT32(&pg->row, "in_flight", c->owner.inflight);
-	BSON_APPEND_INT64(&pg->row, "bytes_in", (int64_t)c->bytes_in);
-	BSON_APPEND_INT64(&pg->row, "bytes_out", (int64_t)c->bytes_out);
+	BSON_APPEND_INT64(&pg->row, "bytes_in", (int64_t)c->sb.in_total);
+	BSON_APPEND_INT64(&pg->row, "bytes_out", (int64_t)c->sb.out_total);
 	BSON_APPEND_INT32(&pg->row, "cursors", cursor_table_owner_count(c->id));
 	BSON_APPEND_UTF8(&pg->row, "app_name", c->app_name);
 	BSON_APPEND_UTF8(&pg->row, "driver", c->driver_name);

@@ -190,10 +190,8 @@ void client_accept(int fd, const struct sockaddr *addr, int addrlen)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (!sbuf_accept(&c->sb, g.base, fd, sbuf_cb_client, c) ||
 	    (addr->sa_family != AF_UNIX && !client_tls_attach(&c->sb)) ||
-	    (c->resume_ev = event_new(g.base, -1, 0, resume_cb, c)) == NULL ||
-	    !client_account_start(c)) {
+	    (c->resume_ev = event_new(g.base, -1, 0, resume_cb, c)) == NULL) {
 		log_error("cannot set up client %s", c->peer);
-		client_account_stop(c);
 		sbuf_free(&c->sb); /* closes fd */
 		if (c->resume_ev != NULL)
 			event_free(c->resume_ev);
@@ -331,6 +329,7 @@ void client_send(struct client *c, struct evbuffer *msg)
 	c->last_active_usec = g.now_usec;
 	c->reply_est = len > c->reply_est / 2 ? len : c->reply_est / 2;
 	sbuf_write(&c->sb, msg);
+	client_account_sync(c);
 	if (output_full(c)) {
 		/* Resume once half of it has drained. */
 		sbuf_notify_drained(&c->sb, (size_t)g.cfg.max_client_buffer_bytes / 2);
@@ -343,15 +342,13 @@ void client_send(struct client *c, struct evbuffer *msg)
 
 static void process_input(struct client *c)
 {
-	struct evbuffer *in = c->sb.in;
-
 	if (c->state == CL_ACTIVE)
 		pool_owner_kick(&c->owner);
 
 	while (may_parse(c)) {
-		size_t avail = evbuffer_get_length(in);
-		const uint8_t *hdr =
-		    evbuffer_pullup(in, avail < WIRE_HEADER_LEN ? (ssize_t)avail : WIRE_HEADER_LEN);
+		size_t avail = evbuffer_get_length(c->sb.in); /* sbuf_take_input replaces sb.in */
+		const uint8_t *hdr = evbuffer_pullup(
+		    c->sb.in, avail < WIRE_HEADER_LEN ? (ssize_t)avail : WIRE_HEADER_LEN);
 		int32_t len = 0;
 		struct evbuffer *msg;
 
@@ -365,6 +362,7 @@ static void process_input(struct client *c)
 			sbuf_set_read_high(&c->sb, (size_t)(len > g.cfg.max_client_buffer_bytes
 								? len
 								: g.cfg.max_client_buffer_bytes));
+			client_account_sync(c);
 			c->memory_held = memory_heavy(c);
 			set_reading(c, !c->memory_held);
 			return;
@@ -373,13 +371,13 @@ static void process_input(struct client *c)
 			break;
 		case WIRE_FRAME_READY:
 			c->partial_since_usec = 0;
-			msg = evpool_get();
-			evbuffer_remove_buffer(in, msg, (size_t)len);
+			msg = sbuf_take_input(&c->sb, (size_t)len);
 			client_hooks->message(c, &msg, (size_t)len); /* may take msg */
 			evpool_put(msg);
 			break;
 		}
 	}
+	client_account_sync(c); /* what was read and not parsed; a framing error's drain */
 	if (c->state == CL_ACTIVE && !c->closing)
 		set_reading(c, false);
 	if (c->closing) {
@@ -397,8 +395,9 @@ static void sbuf_cb_client(struct sbuf *sb, enum sbuf_event ev, void *arg)
 {
 	struct client *c = arg;
 
-	(void)sb;
 	proxy_tick();
+	if (ev != SBUF_READ) /* a read is counted once process_input has parsed it */
+		client_account_sync(c);
 	switch (ev) {
 	case SBUF_READ:
 		c->last_active_usec = g.now_usec;
@@ -413,14 +412,15 @@ static void sbuf_cb_client(struct sbuf *sb, enum sbuf_event ev, void *arg)
 		client_close(c, "client closed");
 		break;
 	case SBUF_ERROR:
-		if (c->sb.err == ECONNRESET) /* how many drivers hang up */
+		if (sb->err == ECONNRESET) /* how many drivers hang up */
 			client_close(c, "client closed");
-		else if (sbuf_tls_error(&c->sb)[0] != '\0')
-			client_close(c, "TLS: %s", sbuf_tls_error(&c->sb));
+		else if (sbuf_tls_error(sb)[0] != '\0')
+			client_close(c, "TLS: %s", sbuf_tls_error(sb));
 		else
-			client_close(c, "socket error: %s", strerror(c->sb.err));
+			client_close(c, "socket error: %s", strerror(sb->err));
 		break;
 	case SBUF_CONNECTED:
+	case SBUF_WROTE:
 		break;
 	}
 }

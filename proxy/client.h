@@ -68,8 +68,11 @@ struct client {
 	char driver_name[65], driver_version[65];
 	/* The unix socket's peer uid (SO_PEERCRED at accept); -1: TCP or unknown. */
 	int64_t peer_uid;
-	/* For mongoplexShow clients: requests parsed, bytes read and written. */
-	uint64_t requests, bytes_in, bytes_out;
+	/* For mongoplexShow clients: requests parsed (bytes: sb.in_total, out_total). */
+	uint64_t requests;
+	/* client_account_sync's view at its last call: sb.out_total and out's length. */
+	uint64_t acct_out_total;
+	size_t acct_out_len;
 };
 
 TAILQ_HEAD(client_list, client);
@@ -139,10 +142,9 @@ void client_close_all(const char *reason);
 /* The connected client with this id (C-<id>, hello's connectionId), or NULL. */
 struct client *client_find(uint64_t id);
 
-/* Start / stop counting c's buffered bytes (memory bound, bytes in and out;
- * proxy/membound.c). Start fails when libevent cannot add the
- * callbacks; stop takes c's bytes out of the bound. */
-bool client_account_start(struct client *c);
+/* Count c's buffered bytes as they are now into the memory bound, and note
+ * output progress (proxy/membound.c); stop takes c's bytes out of the bound. */
+void client_account_sync(struct client *c);
 void client_account_stop(struct client *c);
 void client_janitor(uint64_t now);
 void client_apply_cfg(void);

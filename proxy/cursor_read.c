@@ -35,11 +35,11 @@ static bool cursor_fields(const uint8_t *cur, int64_t *id, const char **ns)
 
 	bsonval_it_init(&e, cur);
 	while ((!seen_id || !seen_ns) && bsonval_it_next(&e)) {
-		if (!seen_id && strcmp(e.key, "id") == 0) {
+		if (!seen_id && BSONVAL_KEY_IS(&e, "id")) {
 			seen_id = true;
 			/* as cursor_id_value: int64, int32 or an integral double */
 			have_id = bsonval_int64(&e, id, &integral) && integral;
-		} else if (!seen_ns && strcmp(e.key, "ns") == 0) {
+		} else if (!seen_ns && BSONVAL_KEY_IS(&e, "ns")) {
 			seen_ns = true;
 			if (e.type == BSON_TYPE_UTF8)
 				*ns = (const char *)e.value + 4;
@@ -59,10 +59,10 @@ void cursor_reply_read(const bson_t *body, struct cursor_reply *r)
 	/* One pass over the top level (this runs on every reply). */
 	bsonval_it_init(&e, d);
 	while ((!have_ok || !have_code || !have_cursor_key) && bsonval_it_next(&e)) {
-		if (!have_ok && strcmp(e.key, "ok") == 0) {
+		if (!have_ok && BSONVAL_KEY_IS(&e, "ok")) {
 			have_ok = true;
 			r->ok = bsonval_truthy(&e);
-		} else if (!have_code && strcmp(e.key, "code") == 0) {
+		} else if (!have_code && BSONVAL_KEY_IS(&e, "code")) {
 			have_code = true;
 			if (e.type == BSON_TYPE_INT32) {
 				uint32_t v;
@@ -70,7 +70,7 @@ void cursor_reply_read(const bson_t *body, struct cursor_reply *r)
 				memcpy(&v, e.value, 4);
 				r->code = (int32_t)BSON_UINT32_FROM_LE(v);
 			}
-		} else if (!have_cursor_key && strcmp(e.key, "cursor") == 0) {
+		} else if (!have_cursor_key && BSONVAL_KEY_IS(&e, "cursor")) {
 			have_cursor_key = true;
 			if (e.type == BSON_TYPE_DOCUMENT)
 				cur = e.value;

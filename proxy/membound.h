@@ -2,8 +2,9 @@
  * membound.h — the global memory bound (max_buffer_bytes).
  *
  * Counted: every client's socket buffers (unread input and unsent replies,
- * through evbuffer callbacks in client.c) and the request messages parsed
- * but not yet handed to a backend (request->held_bytes).
+ * brought up to date by client_account_sync after each read, parse and
+ * reply: client.c) and the request messages parsed but not yet handed to a
+ * backend (request->held_bytes).
  *
  * Rules: at max_buffer_bytes the proxy is paused; below three quarters of
  * it the pause ends. Entering and leaving are logged once each at warning.
@@ -37,7 +38,7 @@ bool membound_heavy(size_t held, int clients);
 /* A client's share while paused: max_buffer_bytes / `clients` (those
  * connected: client.c, which asks, counts them). */
 size_t membound_share(int clients);
-/* Who is told, after the buffer callback that moved the count, that the
+/* Who is told, from the loop after the change that moved the count, that the
  * bound was entered (true) or left: client_memory_paused, set at start
  * (proxy_main), so that this file calls nothing above it. */
 void membound_set_tell(void (*tell)(bool paused));

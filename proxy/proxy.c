@@ -209,6 +209,7 @@ static void teardown(void)
 	event_free(sig_int);
 	membound_free();
 	evpool_clear();
+	request_spare_clear();
 	event_base_free(g.base);
 	cfg_free(&g.cfg);
 }

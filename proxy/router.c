@@ -59,7 +59,7 @@ static void read_lsid_uuid(struct req_session *s)
 
 	bsonval_it_init(&sub, s->lsid_doc);
 	while (bsonval_it_next(&sub)) {
-		if (strcmp(sub.key, "id") != 0)
+		if (!BSONVAL_KEY_IS(&sub, "id"))
 			continue;
 		/* int32 length, subtype byte, the bytes */
 		if (sub.type == BSON_TYPE_BINARY && sub.vlen == 4 + 1 + 16 &&
@@ -73,8 +73,8 @@ static void read_lsid_uuid(struct req_session *s)
 
 enum { K_LSID = 1, K_TXN = 2, K_START = 4, K_AUTOCOMMIT = 8, K_READPREF = 16 };
 
-/* The session keys, first occurrence of each (see core/session.h); one
- * string compare per key at most, and none for other keys' first two bytes. */
+/* The session keys, first occurrence of each (see core/session.h): one
+ * key compare (length, then bytes) for keys starting with l, t, s, a or $. */
 static void read_session_key(const struct bsonval_it *it, struct req_session *s, unsigned *seen)
 {
 	const char *k = it->key;
@@ -82,7 +82,7 @@ static void read_session_key(const struct bsonval_it *it, struct req_session *s,
 
 	switch (k[0]) {
 	case 'l':
-		if (k[1] != 's' || strcmp(k, "lsid") != 0 || (*seen & K_LSID))
+		if (!BSONVAL_KEY_IS(it, "lsid") || (*seen & K_LSID))
 			return;
 		*seen |= K_LSID;
 		if (it->type == BSON_TYPE_DOCUMENT) {
@@ -92,26 +92,26 @@ static void read_session_key(const struct bsonval_it *it, struct req_session *s,
 		}
 		return;
 	case 't':
-		if (k[1] != 'x' || strcmp(k, "txnNumber") != 0 || (*seen & K_TXN))
+		if (!BSONVAL_KEY_IS(it, "txnNumber") || (*seen & K_TXN))
 			return;
 		*seen |= K_TXN;
 		s->has_txn = true;
 		s->txn_numeric = bsonval_int64(it, &s->txn_number, &integral);
 		return;
 	case 's':
-		if (k[1] != 't' || strcmp(k, "startTransaction") != 0 || (*seen & K_START))
+		if (!BSONVAL_KEY_IS(it, "startTransaction") || (*seen & K_START))
 			return;
 		*seen |= K_START;
 		s->start_txn = bsonval_truthy(it);
 		return;
 	case 'a':
-		if (k[1] != 'u' || strcmp(k, "autocommit") != 0 || (*seen & K_AUTOCOMMIT))
+		if (!BSONVAL_KEY_IS(it, "autocommit") || (*seen & K_AUTOCOMMIT))
 			return;
 		*seen |= K_AUTOCOMMIT;
 		s->autocommit_false = it->type == BSON_TYPE_BOOL && it->value[0] == 0;
 		return;
 	case '$':
-		if (k[1] != 'r' || strcmp(k, "$readPreference") != 0 || (*seen & K_READPREF))
+		if (!BSONVAL_KEY_IS(it, "$readPreference") || (*seen & K_READPREF))
 			return;
 		*seen |= K_READPREF;
 		if (it->type == BSON_TYPE_DOCUMENT) {
@@ -139,9 +139,7 @@ bool router_classify(const bson_t *body, struct route_info *ri)
 	}
 	bson_strncpy(ri->cmd, it.key, sizeof(ri->cmd)); /* no printf per request */
 	do {
-		const char *k = it.key;
-
-		if (k[0] == '$' && k[1] == 'd' && strcmp(k, "$db") == 0) {
+		if (BSONVAL_KEY_IS(&it, "$db")) {
 			if (it.type == BSON_TYPE_UTF8)
 				ri->db = (const char *)it.value + 4;
 		} else {

@@ -7,6 +7,7 @@
 #include <bson/bson.h>
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/bsonval.h"
@@ -144,4 +145,36 @@ Test(bsonval_it, truth_and_numbers_as_libbson)
 			cr_assert_not(ok, "%s is not a number", it.key);
 	}
 	bson_destroy(&d);
+}
+
+/* BSONVAL_KEY_IS: equal keys only (not a prefix, not an extension), the
+ * empty key included; a key last in its document with a value of no bytes
+ * (null) is compared without reading past it (ASan would see it). */
+Test(bsonval_it, key_is_exact)
+{
+	bson_t b = BSON_INITIALIZER;
+	const char *keys[] = {"o", "ok", "okk", "", "cursor"};
+	struct bsonval_it it;
+	uint8_t *copy;
+	int n = 0;
+
+	for (int i = 0; i < 5; i++)
+		cr_assert(bson_append_null(&b, keys[i], -1));
+	copy = malloc(b.len); /* exactly the document's bytes, for ASan */
+	memcpy(copy, bson_get_data(&b), b.len);
+	bsonval_it_init(&it, copy);
+	while (bsonval_it_next(&it)) {
+		bool is_ok = BSONVAL_KEY_IS(&it, "ok"), is_empty = BSONVAL_KEY_IS(&it, "");
+		bool is_cursor = BSONVAL_KEY_IS(&it, "cursor");
+
+		cr_assert_eq(is_ok, strcmp(keys[n], "ok") == 0, "key '%s' as ok", keys[n]);
+		cr_assert_eq(is_empty, keys[n][0] == 0, "key '%s' as empty", keys[n]);
+		cr_assert_eq(is_cursor, strcmp(keys[n], "cursor") == 0, "key '%s' as cursor",
+			     keys[n]);
+		cr_assert_not(BSONVAL_KEY_IS(&it, "cursorX"));
+		n++;
+	}
+	cr_assert_eq(n, 5);
+	free(copy);
+	bson_destroy(&b);
 }

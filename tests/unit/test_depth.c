@@ -500,6 +500,49 @@ Test(bsonval, never_laxer_than_libbson)
 	differential(true);
 }
 
+/* Keys of every length to 20 with one non-ASCII byte (an invalid 0xff, or
+ * the first byte of a valid "\xc3\xa9") at every position: the key scan
+ * reads eight bytes at a time, so each place in and across its words is
+ * tried; bsonval and bson_validate(NONE) must agree on each. */
+Test(bsonval, key_utf8_at_every_position)
+{
+	int agreed = 0;
+
+	for (int len = 1; len <= 20; len++)
+		for (int at = 0; at < len; at++)
+			for (int valid = 0; valid < 2; valid++) {
+				char key[24];
+				bson_t b = BSON_INITIALIZER;
+				size_t off;
+				bool lib, ours;
+
+				if (valid && at + 1 >= len)
+					continue;
+				memset(key, 'k', (size_t)len);
+				key[len] = 0;
+				if (valid) {
+					key[at] = (char)0xc3;
+					key[at + 1] = (char)0xa9;
+				} else {
+					key[at] = (char)0xff;
+				}
+				/* libbson's appends do not check keys */
+				cr_assert(bson_append_int32(&b, key, len, 1));
+				cr_assert(bson_append_int32(&b, "after", -1, 2));
+				lib = bson_validate(&b, BSON_VALIDATE_NONE, &off);
+				ours = bsonval_check(bson_get_data(&b), b.len, WIRE_MAX_DEPTH,
+						     &off) == BSONVAL_OK;
+				cr_assert_eq(
+				    ours, lib,
+				    "key length %d, byte at %d, %s: bsonval %d, libbson %d", len,
+				    at, valid ? "valid" : "invalid", ours, lib);
+				cr_assert_eq(lib, (bool)valid);
+				agreed++;
+				bson_destroy(&b);
+			}
+	cr_assert_eq(agreed, 20 * 21 / 2 + 19 * 20 / 2);
+}
+
 /* ---- bench (figures with --verbose, no thresholds) ------------------------ */
 
 static double now_ns(void)

@@ -1,11 +1,13 @@
 /*
  * test_evpool.c — core/evpool: a buffer given back comes out again empty
  * (its bytes dropped), the list never holds more than EVPOOL_MAX, NULL is
- * accepted, and evpool_clear empties it.
+ * accepted, and evpool_clear empties it; core/spare.h, the bounded stack
+ * under it (and under core/request.c's kept requests).
  */
 #include <criterion/criterion.h>
 
 #include "core/evpool.h"
+#include "core/spare.h"
 
 Test(evpool, reuses_and_empties)
 {
@@ -44,4 +46,29 @@ Test(evpool, bounded)
 	for (int i = 0; i < EVPOOL_MAX + 10; i++)
 		evbuffer_free(again[i]);
 	evpool_clear();
+}
+
+Test(spare, last_in_first_out_and_bounded)
+{
+	void *items[2];
+	struct spare s = SPARE_INIT(items, 2);
+	int a, b, c;
+
+	cr_assert_null(spare_take(&s), "empty: nothing to take");
+	cr_assert(spare_keep(&s, &a));
+	cr_assert(spare_keep(&s, &b));
+	cr_assert(spare_full(&s));
+	cr_assert_not(spare_keep(&s, &c), "full: refused, the caller frees it");
+	cr_assert_eq(spare_take(&s), &b);
+	cr_assert_eq(spare_take(&s), &a);
+	cr_assert_null(spare_take(&s));
+}
+
+Test(spare, keep_nothing)
+{
+	struct spare s = SPARE_INIT(NULL, 0);
+	int a;
+
+	cr_assert_not(spare_keep(&s, &a), "max 0 (what ASan builds of request.c use)");
+	cr_assert_null(spare_take(&s));
 }

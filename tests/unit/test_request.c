@@ -7,8 +7,10 @@
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/request.h"
+#include "core/spare.h"
 
 static int sent, finished;
 
@@ -218,4 +220,34 @@ Test(request, parts_zeroed_separate_and_freed_by_their_layer)
 	request_free(bare); /* made before the parts: none of their finis runs */
 	cr_assert_eq(route_finis, 1);
 	cr_assert_eq(client_finis, 1);
+}
+
+/* A freed request's memory may serve the next request_new (core/spare.h):
+ * it comes back zeroed, request and parts, and is really reused outside
+ * ASan builds (where nothing is kept, so a use after free is still seen). */
+Test(request, freed_memory_comes_back_zeroed)
+{
+	static const struct request_part client = {sizeof(struct fake_client), NULL};
+	struct request *r, *again;
+	char *end;
+
+	request_part_set(REQUEST_PART_CLIENT, &client);
+	r = request_new(NULL, &stub_ops);
+	memset(r->client, 0x5a, sizeof(struct fake_client));
+	r->enqueued_usec = 12345;
+	r->reply_compressor = 3;
+	request_free(r);
+	again = request_new(NULL, &stub_ops);
+	cr_assert_eq(again == r, !SPARE_UNDER_ASAN, "kept and reused: %d (ASan build: %d)",
+		     again == r, SPARE_UNDER_ASAN);
+	cr_assert_eq(again->reply_compressor, -1, "request_new's own defaults");
+	cr_assert_neq(again->enqueued_usec, 12345);
+	end = (char *)again->client + sizeof(struct fake_client);
+	for (char *p = (char *)again->client; p < end; p++)
+		cr_assert_eq(*p, 0, "part zeroed at offset %td", p - (char *)again);
+	request_free(again);
+	request_spare_clear();
+	again = request_new(NULL, &stub_ops);
+	request_free(again);
+	request_spare_clear(); /* nothing left for the leak check */
 }
