@@ -78,10 +78,16 @@ struct bsonval_it {
  * from the iterator (the value follows its NUL), so this is a length test
  * and one short memcmp, with no scan of the key. */
 #define BSONVAL_KEY_IS(it, lit) bsonval_key_is((it), (lit), sizeof(lit))
+
+/* The element's key length (strlen of it->key), from where its value starts. */
+static inline size_t bsonval_key_len(const struct bsonval_it *it)
+{
+	return (size_t)((const char *)it->value - it->key) - 1;
+}
+
 static inline bool bsonval_key_is(const struct bsonval_it *it, const char *name, size_t size)
 {
-	return (size_t)((const char *)it->value - it->key) == size &&
-	       memcmp(it->key, name, size) == 0;
+	return bsonval_key_len(it) + 1 == size && memcmp(it->key, name, size) == 0;
 }
 
 /* Start at the first element of the validated document `doc`. */

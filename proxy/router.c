@@ -129,6 +129,7 @@ bool router_classify(const bson_t *body, struct route_info *ri)
 	struct bsonval_it it; /* the body was validated (wire_parse_msg) */
 	struct req_session *s = &ri->session;
 	unsigned seen = 0;
+	size_t klen;
 
 	memset(ri, 0, sizeof(*ri));
 	bsonval_it_init(&it, bson_get_data(body));
@@ -137,7 +138,10 @@ bool router_classify(const bson_t *body, struct route_info *ri)
 		ri->refuse_msg = "empty command document";
 		return false;
 	}
-	bson_strncpy(ri->cmd, it.key, sizeof(ri->cmd)); /* no printf per request */
+	klen = bsonval_key_len(&it); /* truncated, as bson_strncpy did */
+	klen = klen < sizeof(ri->cmd) - 1 ? klen : sizeof(ri->cmd) - 1;
+	memcpy(ri->cmd, it.key, klen);
+	ri->cmd[klen] = '\0';
 	do {
 		if (BSONVAL_KEY_IS(&it, "$db")) {
 			if (it.type == BSON_TYPE_UTF8)

@@ -149,7 +149,8 @@ Test(bsonval_it, truth_and_numbers_as_libbson)
 
 /* BSONVAL_KEY_IS: equal keys only (not a prefix, not an extension), the
  * empty key included; a key last in its document with a value of no bytes
- * (null) is compared without reading past it (ASan would see it). */
+ * (null) is compared without reading past it (ASan would see it).
+ * bsonval_key_len is the key's strlen. */
 Test(bsonval_it, key_is_exact)
 {
 	bson_t b = BSON_INITIALIZER;
@@ -172,6 +173,7 @@ Test(bsonval_it, key_is_exact)
 		cr_assert_eq(is_cursor, strcmp(keys[n], "cursor") == 0, "key '%s' as cursor",
 			     keys[n]);
 		cr_assert_not(BSONVAL_KEY_IS(&it, "cursorX"));
+		cr_assert_eq(bsonval_key_len(&it), strlen(keys[n]));
 		n++;
 	}
 	cr_assert_eq(n, 5);
