@@ -247,6 +247,7 @@ static void read_tls(struct sbuf *sb)
 	size_t before = evbuffer_get_length(sb->in);
 	ssize_t r = read(sb->fd, raw, sizeof(raw));
 	enum tls_io st;
+	uint64_t out_before;
 
 	if (!read_arrived(sb, r, errno))
 		return;
@@ -258,11 +259,14 @@ static void read_tls(struct sbuf *sb)
 	}
 	if (st == TLS_IO_PLAIN)
 		tls_drop(sb);
+	out_before = sb->out_total;
 	flush(sb); /* handshake records, then plaintext held back by it */
 	if (sb->closed || sb->err != 0)
 		return;
 	if (st == TLS_IO_HANDSHAKE_DONE && sb->tls_client)
 		sb->cb(sb, SBUF_CONNECTED, sb->arg);
+	if (!sb->closed && sb->out_total != out_before) /* the loop wrote: as on_writable */
+		sb->cb(sb, SBUF_WROTE, sb->arg);
 	if (!sb->closed && evbuffer_get_length(sb->in) > before)
 		sb->cb(sb, SBUF_READ, sb->arg);
 	if (!sb->closed && st == TLS_IO_EOF)

@@ -11,8 +11,9 @@
  * Rules:
  *  - Callbacks are never invoked from inside sbuf_write/sbuf_connect; errors
  *    and "drained" notifications found there are delivered from the loop.
- *    Output written by the loop (a write that had blocked) is reported with
- *    SBUF_WROTE; output written inside sbuf_write is not (the caller knows).
+ *    Output written by the loop (a write that had blocked, or plaintext a
+ *    TLS read let through) is reported with SBUF_WROTE; output written
+ *    inside sbuf_write is not (the caller knows).
  *  - After sbuf_close the callback is never called again; the memory is
  *    released by sbuf_free (the owner's deferred free).
  *  - Reading is on while the owner wants it and the input holds less than
