@@ -42,23 +42,11 @@ else
   URI="$("$ROOT/scripts/backend.sh" start java "$C/java")"
   "$BENCH" load --uri "$URI" --docs "$DOCS" >"$OUT/load.log" 2>&1 || die "load failed; see $OUT/load.log"
 fi
-HP="$(echo "$URI" | sed -n 's|^mongodb://\([^/,?]*:[0-9]*\)/\{0,1\}.*$|\1|p')"
-[ -n "$HP" ] || die "BACKEND_URI must be mongodb://host:port/ (one host): $URI"
+HP="$(uri_hostport "$URI")"
+[ -n "$HP" ] || die "BACKEND_URI must be a single-host mongodb:// URI: $URI"
 
 RELAY_PORT="$(free_port)"
-cat >"$C/haproxy.cfg" <<EOF
-global
-    nbthread 1
-    maxconn 5000
-defaults
-    mode tcp
-    timeout connect 5s
-    timeout client 1h
-    timeout server 1h
-listen relay
-    bind 127.0.0.1:$RELAY_PORT
-    server backend $HP
-EOF
+relay_cfg "$C/haproxy.cfg" "$RELAY_PORT" "$HP" 1
 haproxy -db -f "$C/haproxy.cfg" >"$OUT/haproxy.log" 2>&1 &
 RELAY_PID=$!
 trap 'kill -TERM "$RELAY_PID" 2>/dev/null; bench_cleanup' EXIT # HAProxy stops on TERM, not INT
@@ -69,7 +57,7 @@ ini=("listen_addr = 127.0.0.1" "backend_uri = $URI" "batching = off")
 OLD_PORT="$(MP="$OLD_BIN" start_ini_proxy old "${ini[@]}" "pool_size = $POOL_SIZE")"
 NEW_PORT="$(MP="$NEW_BIN" start_ini_proxy new "${ini[@]}" "pool_size = $POOL_SIZE")"
 
-"$BENCH" run --path "relay=mongodb://127.0.0.1:$RELAY_PORT/" \
+"$BENCH" run --path "relay=$(uri_via_port "$URI" "$HP" "$RELAY_PORT")" \
   --path "old=mongodb://127.0.0.1:$OLD_PORT/" --path "new=mongodb://127.0.0.1:$NEW_PORT/" \
   --proc "relay=$RELAY_PID" --proc "old=$(cat "$C/old.pid")" \
   --proc "new=$(cat "$C/new.pid")" --docs "$DOCS" --threads "$THREADS" --ids "$IDS" \
