@@ -3,11 +3,12 @@
 # relay side by side in one mongoplex-bench run: the only comparison of a
 # change's wall-clock effect this machine allows (its speed drifts up to 2x
 # between runs; see docs/benchmark.md). Each repeat runs the three paths
-# back to back, in an order rotated per repeat, and bench/paired.py reads
+# back to back, in a balanced order (bench/order.c: use a REPEAT that is a
+# multiple of 6), and bench/paired.py reads
 # the ratios inside each repeat: new / relay, old / relay and new / old.
 #
 # Workload: THREADS [1] client threads, IDS [1] ids per lookup, QUERIES
-# [3000] lookups per repeat, REPEAT [40] repeats, WARMUP [2000]; each
+# [3000] lookups per repeat, REPEAT [42] repeats, WARMUP [2000]; each
 # mongoplex with POOL_SIZE [10] and batching off (EXTRA_INI: more lines,
 # e.g. "batching = on"). Backend: mongo-java-server with DOCS [100000]
 # documents, started here, or BACKEND_URI=mongodb://host:port/ (a
@@ -24,7 +25,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 [ $# -eq 2 ] || { sed -n '2,20p' "$0" >&2; exit 2; }
 OLD_BIN="$1" NEW_BIN="$2"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
-THREADS="${THREADS:-1}" IDS="${IDS:-1}" QUERIES="${QUERIES:-3000}" REPEAT="${REPEAT:-40}"
+THREADS="${THREADS:-1}" IDS="${IDS:-1}" QUERIES="${QUERIES:-3000}" REPEAT="${REPEAT:-42}"
 WARMUP="${WARMUP:-2000}" POOL_SIZE="${POOL_SIZE:-10}" DOCS="${DOCS:-100000}"
 EXTRA_INI="${EXTRA_INI:-}"
 OUT="${OUT:-$ROOT/bench/out/ab-$(date +%Y%m%d-%H%M%S)}"

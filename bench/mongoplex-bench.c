@@ -46,6 +46,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "order.h"
+
 #define BENCH_DB	    "bench"
 #define BENCH_COLL	    "docs"
 #define MAX_PATHS	    16 /* bench/adaptive.sh: 10 fixed pool sizes + adaptive */
@@ -1620,8 +1622,9 @@ static void log_run(const bench_opts_t *o, int done, int total, const char *path
 	fprintf(stderr, "\n");
 }
 
-/* Runs every cell; inside a cell, repeats x paths interleaved, the path
- * order rotated per repeat so no path always goes first. */
+/* Runs every cell; inside a cell, repeats x paths interleaved, in the
+ * order bench_order gives each repeat: every path goes first, and follows
+ * every other path, equally often over its period (order.h). */
 static void measure_all(const bench_opts_t *o, run_result_t *res)
 {
 	int total = o->nthreads * o->nids * o->repeat * o->npaths, done = 0;
@@ -1635,8 +1638,11 @@ static void measure_all(const bench_opts_t *o, run_result_t *res)
 		bench_opts_t co = cell_opts(o, o->threads[ti]);
 		for (int ii = 0; ii < o->nids; ii++) {
 			for (int rep = 0; rep < o->repeat; rep++) {
+				int order[MAX_PATHS];
+
+				bench_order(o->npaths, rep, order);
 				for (int k = 0; k < o->npaths; k++) {
-					int p = (k + rep) % o->npaths;
+					int p = order[k];
 					run_result_t *r = &res[ridx(o, p, ti, ii, rep)];
 					*r = run_once(&co, &o->paths[p], o->threads[ti], o->ids[ii],
 						      rep);

@@ -3,7 +3,7 @@
 
 Usage: bench/paired.py [--ref PATH] results.json
 
-mongoplex-bench runs every path once per repeat, in a rotated order, so the
+mongoplex-bench runs every path once per repeat, in a balanced order, so the
 paths of one repeat ran seconds apart. On a machine whose speed drifts (a
 VM whose host is busy: here one path's throughput moved 2x between repeats
 of one run) the median over repeats of each path alone still mixes fast

@@ -8,8 +8,8 @@
 # It starts the java backend (bench/common.sh start_backend; the jar is cached
 # under MONGOPLEX_CACHE), loads it, starts one prototype per mode and N (and
 # the real mongoplex with workers = N), then runs mongoplex-bench once over
-# every path (direct, threads-N, procs-N, mongoplex-wN; interleaved, the order
-# rotated per repeat), 1-id lookups at each THREADS count. Around the run it
+# every path (direct, threads-N, procs-N, mongoplex-wN; interleaved, in a
+# balanced order per repeat), 1-id lookups at each THREADS count. Around the run it
 # reads each proxy's CPU (utime + stime of the process and its children,
 # /proc; 10 ms ticks) and its request count (the prototype's own counters,
 # printed when SIGTERM stops it; mongoplexStats requests_total), and prints
