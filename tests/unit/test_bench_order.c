@@ -26,8 +26,10 @@ Test(bench_order, balanced_for_every_count_up_to_12)
 
 			bench_order(n, rep, row);
 			for (int j = 0; j < n; j++) {
-				cr_assert(row[j] >= 0 && row[j] < n, "n=%d rep=%d: %d", n, rep, row[j]);
-				cr_assert_eq(seen[row[j]]++, 0, "n=%d rep=%d: %d twice", n, rep, row[j]);
+				cr_assert(row[j] >= 0 && row[j] < n, "n=%d rep=%d: %d", n, rep,
+					  row[j]);
+				cr_assert_eq(seen[row[j]]++, 0, "n=%d rep=%d: %d twice", n, rep,
+					     row[j]);
 				if (j > 0)
 					pairs[row[j - 1]][row[j]]++;
 			}
