@@ -3,10 +3,11 @@
  * repeat: a Williams design, so that over a full period every path runs
  * first equally often AND every path immediately follows every other path
  * equally often. A plain rotation (path k + rep) keeps each path's
- * predecessor fixed, and on this machine the path run right after the
- * direct one measured 2-4 % faster than in another place: a rotation
- * hands that to the same path every time (docs/benchmark-results.md,
- * "The order of the paths").
+ * predecessor fixed, and on this machine the order moved mongoplex's
+ * ratio to the relay by several percent (direct, relay, mongoplex
+ * rotated: 0.90-0.94; direct, mongoplex, relay: 0.96): a rotation gives
+ * one path the same neighbours every time (docs/benchmark-results.md,
+ * "Link-time optimisation, and the order of the paths").
  */
 #ifndef MONGOPLEX_BENCH_ORDER_H
 #define MONGOPLEX_BENCH_ORDER_H
