@@ -3,9 +3,9 @@
 # relay side by side in one mongoplex-bench run: the only comparison of a
 # change's wall-clock effect this machine allows (its speed drifts up to 2x
 # between runs; see docs/benchmark.md). Each repeat runs the three paths
-# back to back, in a balanced order (bench/order.c: use a REPEAT that is a
-# multiple of 6), and bench/paired.py reads
-# the ratios inside each repeat: new / relay, old / relay and new / old.
+# back to back, in a balanced order (bench/order.c: a REPEAT that is a
+# multiple of 6 balances it), and bench/paired.py reads the ratios inside
+# each repeat: new / relay, old / relay and new / old.
 #
 # Workload: THREADS [1] client threads, IDS [1] ids per lookup, QUERIES
 # [3000] lookups per repeat, REPEAT [42] repeats, WARMUP [2000]; each
@@ -22,7 +22,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-[ $# -eq 2 ] || { sed -n '2,20p' "$0" >&2; exit 2; }
+[ $# -eq 2 ] || { sed -n '2,/^set /{/^#/p}' "$0" >&2; exit 2; } # the header above
 OLD_BIN="$1" NEW_BIN="$2"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 THREADS="${THREADS:-1}" IDS="${IDS:-1}" QUERIES="${QUERIES:-3000}" REPEAT="${REPEAT:-42}"
